@@ -104,6 +104,8 @@ def load_paths(paths: Iterable[str]) -> list[dict[str, Any]]:
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                raise ParseError(f"cannot read: {exc}", reason="ParseError", obj=str(file)) from None
+                raise ParseError(
+                    f"cannot read: {exc}", reason="ParseError", obj=str(file)
+                ) from None
             objects.extend(parse_text(text, str(file)))
     return objects

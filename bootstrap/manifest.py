@@ -75,20 +75,29 @@ def load_manifest(path: str | Path) -> ImageManifest:
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise TerminalError(f"cannot read image manifest: {exc.strerror}", obj=source,
-                            reason="ImageManifestUnreadable") from None
+        raise TerminalError(
+            f"cannot read image manifest: {exc.strerror}",
+            obj=source,
+            reason="ImageManifestUnreadable",
+        ) from None
     except ValueError as exc:
-        raise TerminalError(f"image manifest is not JSON: {exc}", obj=source,
-                            reason="ImageManifestInvalid") from None
+        raise TerminalError(
+            f"image manifest is not JSON: {exc}", obj=source, reason="ImageManifestInvalid"
+        ) from None
     try:
         manifest = ImageManifest.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise TerminalError(first["msg"], obj=source, field=field,
-                            reason="ImageManifestInvalid") from None
+        raise TerminalError(
+            first["msg"], obj=source, field=field, reason="ImageManifestInvalid"
+        ) from None
     if manifest.schema_version != SCHEMA_VERSION:
         raise TerminalError(
             f"unsupported schemaVersion {manifest.schema_version}; this nodesmith reads "
-            f"{SCHEMA_VERSION}", obj=source, field="schemaVersion", reason="ImageManifestInvalid")
+            f"{SCHEMA_VERSION}",
+            obj=source,
+            field="schemaVersion",
+            reason="ImageManifestInvalid",
+        )
     return manifest

@@ -12,9 +12,12 @@ import gzip
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .manifest import ImageManifest
+
+if TYPE_CHECKING:
+    from .resolve import Bundle
 
 AWS_USERDATA_LIMIT = 16 * 1024
 
@@ -64,7 +67,7 @@ class RenderResult:
 
 
 def render_machine(
-    objects: list[dict[str, Any]], machine: str, options: RenderOptions | None = None
+    objects: list[dict[str, Any]] | Bundle, machine: str, options: RenderOptions | None = None
 ) -> RenderResult:
     """Render the bootstrap data of ``machine`` ("NAMESPACE/NAME" or "NAME") from ``objects``.
 

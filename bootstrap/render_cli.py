@@ -1,0 +1,208 @@
+"""``nodesmith render``: bootstrap userdata for one Machine, or for every Machine in the input.
+
+Exit codes: 0 success, 2 usage, 65 terminal input error, 75 transient (retry later). Output is
+only written once everything rendered, and files are written atomically with mode 0600 since
+userdata holds bootstrap tokens and keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import EXIT_OK, NodesmithError, TerminalError, TransientError, UsageError
+from .fsutil import atomic_write
+from .loader import load_paths
+from .manifest import load_manifest
+from .outputs import bootstrap_secret, json_envelope
+from .pipeline import INIT, role_of
+from .render import RenderOptions, RenderResult, render_machine
+from .resolve import Bundle, resolve
+
+OUTPUTS = ("userdata", "json", "secret")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "render",
+        help="render bootstrap userdata for a Machine",
+        description="Render cloud-init userdata (kubeadm init/join) for a Cluster API Machine.",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="YAML/JSON file, directory, or - for stdin (repeatable)",
+    )
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--machine", metavar="[NAMESPACE/]NAME")
+    target.add_argument("--all", action="store_true", help="render every Machine in the input")
+    p.add_argument("--out-dir", metavar="DIR", help="with --all: write one file per Machine")
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="userdata")
+    p.add_argument("--gzip", action="store_true", help="gzip the userdata value")
+    p.add_argument(
+        "--image-manifest", metavar="FILE", help="manifest.json of the image the Machine boots"
+    )
+    p.add_argument(
+        "--allow-runtime-install",
+        action="store_true",
+        help="install a runtime/kubelet the image lacks instead of refusing",
+    )
+    p.add_argument(
+        "--unsafe-skip-ca-verification",
+        action="store_true",
+        help="join without pinning the cluster CA when no CA Secret is given",
+    )
+    p.add_argument(
+        "--token-ttl",
+        default="15m",
+        metavar="DURATION",
+        help="lifetime of a generated bootstrap token (default 15m)",
+    )
+    p.add_argument(
+        "--token-secret-out",
+        metavar="FILE",
+        help="write the generated bootstrap-token Secret(s) for the workload cluster",
+    )
+    p.add_argument(
+        "--secrets-out",
+        metavar="FILE",
+        help="write generated cluster CA Secrets (<cluster>-ca, -etcd, -proxy, -sa)",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_duration(text: str) -> timedelta:
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.isdigit() or int(number) == 0:
+        raise UsageError(f"--token-ttl: expected a duration like 15m, 900s or 1h (got {text!r})")
+    return timedelta(seconds=int(number) * units[unit])
+
+
+def is_init(bundle: Bundle, name: str) -> bool:
+    """Whether ``name`` renders an init control plane (errors are left to the render)."""
+    try:
+        return role_of(resolve(bundle, name)) == INIT
+    except NodesmithError:
+        return False
+
+
+def _present(result: RenderResult, output: str) -> bytes:
+    if output == "userdata":
+        return result.value
+    if output == "json":
+        envelope = json_envelope(result)
+        if result.bootstrap_token_secret:
+            envelope["bootstrapTokenSecret"] = result.bootstrap_token_secret
+        return (json.dumps(envelope, indent=2) + "\n").encode()
+    return yaml.safe_dump(bootstrap_secret(result), sort_keys=False).encode()
+
+
+def _yaml_stream(objects: list[dict[str, Any]]) -> bytes:
+    return yaml.safe_dump_all(objects, sort_keys=False).encode()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out_dir and not args.all:
+        raise UsageError("--out-dir goes with --all")
+    if args.all and not args.out_dir:
+        raise UsageError("--all needs --out-dir DIR")
+    options = RenderOptions(
+        unsafe_skip_ca_verification=args.unsafe_skip_ca_verification,
+        image_manifest=load_manifest(args.image_manifest) if args.image_manifest else None,
+        allow_runtime_install=args.allow_runtime_install,
+        gzip=args.gzip,
+        token_ttl=parse_duration(args.token_ttl),
+    )
+    options = replace(options, now=options.clock())
+    bundle = Bundle(load_paths(args.filename))
+    if args.all:
+        names = [f"{ns}/{name}" for ns, name in bundle.machines]
+        if not names:
+            raise TerminalError("the input holds no Machine", obj="input", reason="NoMachines")
+    else:
+        names = [args.machine]
+
+    results: list[RenderResult] = []
+    failures: list[NodesmithError] = []
+    # Init control planes first: the CA they generate is what the joins must pin.
+    names.sort(key=lambda n: not is_init(bundle, n))
+    for name in names:
+        try:
+            result = render_machine(bundle, name, options)
+        except NodesmithError as exc:
+            failures.append(exc)
+            continue
+        results.append(result)
+        bundle.add(result.generated_secrets)
+    if failures:
+        for failure in failures[:-1]:
+            print(f"nodesmith: error: {failure}", file=sys.stderr)
+        if len(failures) > 1:
+            print(
+                f"nodesmith: {len(failures)} of {len(names)} Machines failed; nothing written",
+                file=sys.stderr,
+            )
+        # Terminal wins: retrying will not fix the wrong ones.
+        worst = next((e for e in failures if not isinstance(e, TransientError)), failures[-1])
+        raise worst
+
+    for result in results:
+        for warning in result.warnings:
+            print(f"nodesmith: warning: {result.machine}: {warning}", file=sys.stderr)
+    _write_side_outputs(args, results)
+    if args.all:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        suffix = {
+            "userdata": ".cloud-config" + (".gz" if args.gzip else ""),
+            "json": ".json",
+            "secret": ".secret.yaml",
+        }[args.output]
+        for result in results:
+            namespace, _, name = result.machine.partition("/")
+            atomic_write(out / f"{namespace}_{name}{suffix}", _present(result, args.output))
+        print(f"nodesmith: rendered {len(results)} Machines into {out}", file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(_present(results[0], args.output))
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def _write_side_outputs(args: argparse.Namespace, results: list[RenderResult]) -> None:
+    tokens = [r.bootstrap_token_secret for r in results if r.bootstrap_token_secret]
+    if args.token_secret_out:
+        if tokens:
+            atomic_write(args.token_secret_out, _yaml_stream(tokens))
+        else:
+            print(
+                "nodesmith: warning: no bootstrap token was generated (the configs name "
+                f"theirs); {args.token_secret_out} not written",
+                file=sys.stderr,
+            )
+    secrets = [s for r in results for s in r.generated_secrets]
+    if args.secrets_out:
+        if secrets:
+            atomic_write(args.secrets_out, _yaml_stream(secrets))
+        else:
+            print(
+                "nodesmith: warning: no CA was generated (the input has the CA Secrets); "
+                f"{args.secrets_out} not written",
+                file=sys.stderr,
+            )
+    elif secrets:
+        print(
+            "nodesmith: warning: a cluster CA was generated; pass --secrets-out FILE to keep "
+            "it, or later joins cannot pin it",
+            file=sys.stderr,
+        )
