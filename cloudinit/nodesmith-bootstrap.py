@@ -44,10 +44,10 @@ class Status:
             "startedAt": now(),
         }
 
-    def redact(self, text):
+    def redact(self, text, limit=2000):
         for s in self.secrets:
             text = text.replace(s, "<redacted>")
-        return text[-2000:]
+        return text[-limit:] if limit else text
 
     def write(self, **changes):
         if "message" in changes:
@@ -70,17 +70,19 @@ class Status:
         return 1
 
 
-def run(argv, shell=False):
+def run(status, argv, shell=False):
+    """Run a command; its output goes to our stdout (cloud-init's log) with secrets redacted."""
     proc = subprocess.run(
         argv, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True
     )
-    sys.stdout.write(proc.stdout)
-    return proc.returncode, proc.stdout.strip()
+    out = status.redact(proc.stdout, limit=None)
+    sys.stdout.write(out)
+    return proc.returncode, out.strip()
 
 
 def commands(status, cmds, reason):
     for i, cmd in enumerate(cmds):
-        code, out = run(cmd, shell=True)
+        code, out = run(status, cmd, shell=True)
         if code != 0:
             return status.fail(reason, "command %d exited %d: %s" % (i, code, out[-500:]))
     return 0
@@ -98,9 +100,10 @@ def kubeadm(status, cfg):
         shutil.copytree(PKI, "/run/kubeadm/pki.orig", dirs_exist_ok=True)
     while True:
         attempt = status.doc["attempts"] + 1
-        status.write(attempts=attempt, reason="Running" + cfg["verb"].capitalize())
+        reason = "Running" + cfg["verb"].capitalize()
+        status.write(phase="Running", attempts=attempt, message="", reason=reason)
         started, started_at = time.monotonic(), now()
-        code, out = run(argv)
+        code, out = run(status, argv)
         record = {
             "attempt": attempt,
             "exitCode": code,
@@ -131,7 +134,7 @@ def kubeadm(status, cfg):
         )
         time.sleep(backoff)
         backoff = min(backoff * 2, cfg.get("maxBackoff", 60))
-        run([argv[0], "reset", "--force"])  # a half-done attempt blocks the next preflight
+        run(status, [argv[0], "reset", "--force"])  # a half-done attempt blocks the next preflight
         if os.path.isdir("/run/kubeadm/pki.orig"):
             shutil.copytree("/run/kubeadm/pki.orig", PKI, dirs_exist_ok=True)
 
