@@ -37,6 +37,8 @@ class Builder:
     obj: ObjectRef
     version: KubeVersion
     warnings: list[str] = field(default_factory=list)
+    # v1beta3 keeps the control-plane health-check timeout in ClusterConfiguration.
+    control_plane_timeout: str | None = None
 
     @property
     def api(self) -> str:
@@ -127,24 +129,13 @@ def node_registration(
     return reg
 
 
-def _networking(b: Builder, cluster: Cluster) -> dict[str, str]:
+def _networking(cluster: Cluster) -> dict[str, str]:
+    """The Cluster's networking; its CIDRs were validated when the Cluster was parsed."""
     net: dict[str, str] = {}
-    for cidrs, key, where in (
-        (cluster.service_cidrs, "serviceSubnet", "services"),
-        (cluster.pod_cidrs, "podSubnet", "pods"),
-    ):
-        for i, cidr in enumerate(cidrs):
-            try:
-                ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                raise TerminalError(
-                    f"is not a CIDR (got {show_value(cidr)})",
-                    obj=cluster.ref,
-                    field=f"spec.clusterNetwork.{where}.cidrBlocks[{i}]",
-                    reason="InvalidCIDR",
-                ) from None
-        if cidrs:
-            net[key] = ",".join(cidrs)
+    if cluster.service_cidrs:
+        net["serviceSubnet"] = ",".join(cluster.service_cidrs)
+    if cluster.pod_cidrs:
+        net["podSubnet"] = ",".join(cluster.pod_cidrs)
     if cluster.dns_domain:
         net["dnsDomain"] = cluster.dns_domain
     return net
@@ -197,6 +188,9 @@ def cluster_configuration(
             if not isinstance(days, int) or isinstance(days, bool) or days <= 0:
                 raise b.bad(f"{path}.{days_key}", days, "must be a positive number of days")
             doc[key] = f"{days * 24}h0m0s"
+    if b.api == V1BETA3 and b.control_plane_timeout is not None:
+        api_server.setdefault("timeoutForControlPlane", b.control_plane_timeout)
+        doc["apiServer"] = api_server
     if b.api == V1BETA4 and "timeoutForControlPlane" in api_server:
         init.setdefault("timeouts", {}).setdefault(
             "controlPlaneComponentHealthCheck", api_server.pop("timeoutForControlPlane")
@@ -213,7 +207,7 @@ def cluster_configuration(
     if endpoint and not doc.get("controlPlaneEndpoint"):
         doc["controlPlaneEndpoint"] = endpoint
     networking = b.mapping(doc.get("networking"), f"{path}.networking")
-    networking.update(_networking(b, cluster))
+    networking.update(_networking(cluster))
     if networking:
         doc["networking"] = networking
     return doc
@@ -230,6 +224,8 @@ def _timeouts(b: Builder, doc: dict[str, Any], path: str) -> None:
         doc["timeouts"] = timeouts
         return
     del doc["timeouts"]
+    if "controlPlaneComponentHealthCheck" in timeouts and doc.get("kind") == "InitConfiguration":
+        b.control_plane_timeout = timeouts.pop("controlPlaneComponentHealthCheck")
     if "discovery" in timeouts and doc.get("kind") == "JoinConfiguration":
         b.mapping(doc.setdefault("discovery", {}), f"{path}.discovery").setdefault(
             "timeout", timeouts.pop("discovery")

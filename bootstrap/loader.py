@@ -36,8 +36,31 @@ def _documents(text: str, source: str) -> Iterator[dict[str, Any]]:
         raise ParseError(f"{problem}{where}", reason="ParseError", obj=source) from None
     except RecursionError:
         raise ParseError("document nests too deeply", reason="ParseError", obj=source) from None
+    if "\\u" in text or "\\U" in text:  # only escapes can make lone surrogates
+        _refuse_surrogates(docs, source)
     for index, doc in enumerate(docs):
         yield from _flatten(doc, f"{source}[{index}]")
+
+
+def _refuse_surrogates(docs: Any, source: str) -> None:
+    """A ``"\\ud800"`` escape parses to a str that cannot be encoded as UTF-8 output."""
+    stack = [docs]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ParseError(
+                    "holds a string with a lone surrogate escape (not valid Unicode)",
+                    reason="ParseError",
+                    obj=source,
+                ) from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _flatten(doc: Any, where: str) -> Iterator[dict[str, Any]]:
@@ -79,6 +102,7 @@ def parse_json(text: str | bytes, source: str = "<input>") -> list[dict[str, Any
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"invalid JSON: {exc}", reason="ParseError", obj=source) from None
+    _refuse_surrogates(doc, source)
     return list(_flatten(doc, source))
 
 
@@ -91,7 +115,10 @@ def load_paths(paths: Iterable[str]) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for arg in paths:
         if arg == "-":
-            objects.extend(parse_text(sys.stdin.read(), "<stdin>"))
+            stream = getattr(sys.stdin, "buffer", None)
+            # Bytes, so input that is not UTF-8 is a ParseError rather than a traceback.
+            data = stream.read() if stream is not None else sys.stdin.read()
+            objects.extend(parse_text(data, "<stdin>"))
             continue
         path = Path(arg)
         if path.is_dir():

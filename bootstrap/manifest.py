@@ -37,6 +37,9 @@ class Runtime(_Model):
     name: str
     version: str | None = None
     oci_runtime: OCIRuntime | None = Field(default=None, alias="ociRuntime")
+    # Added by the image builder (optional, so older manifests still load).
+    sandbox_image: str | None = Field(default=None, alias="sandboxImage")
+    cri_socket: str | None = Field(default=None, alias="criSocket")
 
 
 class KubernetesBinaries(_Model):

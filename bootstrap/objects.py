@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from .errors import ObjectRef, TerminalError, show_value
 
@@ -58,20 +66,34 @@ class Metadata(_Strict):
 # ---------------------------------------------------------------- Cluster
 
 
+def _cidr(value: str) -> str:
+    """Checked for every role, not only the init that writes it: the Cluster is wrong."""
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        raise ValueError("is not a CIDR") from None
+    return value
+
+
 class _Ranges(_Strict):
-    cidr_blocks: list[str] = Field(default=[], alias="cidrBlocks")
+    cidr_blocks: list[Annotated[str, AfterValidator(_cidr)]] = Field(default=[], alias="cidrBlocks")
 
 
 class _ClusterNetwork(_Strict):
     api_server_port: int | None = Field(default=None, alias="apiServerPort")
     services: _Ranges | None = None
     pods: _Ranges | None = None
-    service_domain: str | None = Field(default=None, alias="serviceDomain")
+    service_domain: str | None = Field(
+        default=None,
+        alias="serviceDomain",
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    )
 
 
 class _Endpoint(_Strict):
-    host: str = ""
-    port: int = 0
+    host: str = Field(default="", max_length=253, pattern=r"^[^\s/]*$")
+    port: int = Field(default=0, ge=0, le=65535)
 
 
 class _ClusterSpec(_Strict):
@@ -361,7 +383,7 @@ def validation_error(exc: ValidationError, ref: ObjectRef) -> TerminalError:
     path = ""
     for part in first["loc"]:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    message = first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown field"
     # Never echo values of fields that may hold secrets.

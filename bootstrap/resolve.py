@@ -7,6 +7,7 @@ never used, even when it is the only one with that name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,9 @@ from .objects import (
 )
 
 KINDS = {"Cluster", "Machine", "KubeadmConfig", "Secret"}
+# Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label).
+NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class MachineNotFound(TerminalError):
@@ -50,7 +54,11 @@ class Context:
 def split_ref(text: str) -> tuple[str, str]:
     """``NAMESPACE/NAME`` or a bare ``NAME`` (namespace ``default``)."""
     namespace, _, name = text.rpartition("/")
-    if not name or "/" in namespace:
+    if (
+        not NAME_RE.fullmatch(name)
+        or "/" in namespace
+        or (namespace and not NAMESPACE_RE.fullmatch(namespace))
+    ):
         raise TerminalError(
             f"expected NAMESPACE/NAME or NAME (got {show_value(text)})",
             reason="InvalidMachineRef",
@@ -82,7 +90,7 @@ class Bundle:
                     reason="InvalidObject",
                 )
             kind = doc.get("kind")
-            if kind not in KINDS:
+            if not isinstance(kind, str) or kind not in KINDS:
                 continue  # other objects (infrastructure machines, templates) are not ours
             meta = doc.get("metadata")
             if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
@@ -100,6 +108,19 @@ class Bundle:
                     field="metadata.namespace",
                     reason="InvalidField",
                 )
+            for value, what, pattern in (
+                (meta["name"], "metadata.name", NAME_RE),
+                (ns, "metadata.namespace", NAMESPACE_RE),
+            ):
+                if not pattern.fullmatch(value):
+                    # Names end up in messages and in the userdata's header comment: a
+                    # newline there would let an object write its own cloud-config keys.
+                    raise TerminalError(
+                        f"must be a lowercase RFC 1123 name (got {show_value(value)})",
+                        obj=f"{kind} object[{index}]",
+                        field=what,
+                        reason="InvalidField",
+                    )
             key = (str(kind), ns, meta["name"])
             if key in self._raw:
                 raise TerminalError(

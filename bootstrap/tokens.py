@@ -31,10 +31,12 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 def generate_token() -> str:
     """A fresh random token from the OS CSPRNG, in kubeadm's format."""
 
-    def part(n: int) -> str:
-        return "".join(secrets.choice(_ALPHABET) for _ in range(n))
-
-    return f"{part(6)}.{part(16)}"
+    # One urandom read instead of 22 secrets.choice calls (a tenth of a worker render).
+    # Rejection sampling keeps it uniform: 252 = 7 * 36, so bytes >= 252 are dropped.
+    chars: list[str] = []
+    while len(chars) < 22:
+        chars += [_ALPHABET[b % 36] for b in secrets.token_bytes(32) if b < 252]
+    return f"{''.join(chars[:6])}.{''.join(chars[6:22])}"
 
 
 def is_valid_token(s: object) -> bool:
