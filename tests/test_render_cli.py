@@ -792,7 +792,7 @@ def test_lone_surrogate_escape_is_a_parse_error(
     path.write_text(BASE.read_text() + "---\n" + extra)
     code, _, err = run(capsys, "-f", str(path), "--machine", "prod/md-0")
     assert code == 65
-    assert_one_line_error(err, "lone surrogate")
+    assert_one_line_error(err, "Unicode")
 
 
 def test_stdin_not_utf8(tmp_path: Path) -> None:
