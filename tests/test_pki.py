@@ -12,6 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
+from render_helpers import openssl_spki_hash
 
 from bootstrap import pki
 
@@ -26,18 +27,6 @@ def pairs() -> dict[str, pki.KeyPair]:
 @pytest.fixture(scope="module")
 def other() -> dict[str, pki.KeyPair]:
     return pki.generate_cluster_pki("c2", now=NOW)
-
-
-def _openssl_spki_hash(cert_pem: bytes) -> str:
-    """The pipeline from the kubeadm docs, run by the real openssl binary."""
-    out = subprocess.run(
-        "openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | sha256sum",
-        shell=True,
-        input=cert_pem,
-        capture_output=True,
-        check=True,
-    )
-    return "sha256:" + out.stdout.decode().split()[0]
 
 
 def test_generates_the_four_pairs(pairs: dict[str, pki.KeyPair]) -> None:
@@ -95,7 +84,7 @@ def test_sa_pair_is_a_public_key_and_its_private_key(pairs: dict[str, pki.KeyPai
 @pytest.mark.parametrize("kind", ["ca", "etcd", "proxy"])
 def test_spki_hash_matches_openssl(pairs: dict[str, pki.KeyPair], kind: str) -> None:
     got = pki.spki_sha256(pairs[kind].cert_pem)
-    assert got == _openssl_spki_hash(pairs[kind].cert_pem)
+    assert got == openssl_spki_hash(pairs[kind].cert_pem)
     assert len(got) == len("sha256:") + 64
 
 
@@ -193,7 +182,7 @@ def test_load_pair_accepts_pkcs8_and_ecdsa_ca() -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     assert pki.load_pair(cert_pem, key_pem, "ca").cert_pem == cert_pem
-    assert pki.spki_sha256(cert_pem) == _openssl_spki_hash(cert_pem)
+    assert pki.spki_sha256(cert_pem) == openssl_spki_hash(cert_pem)
 
 
 def test_load_pair_refuses_encrypted_key(pairs: dict[str, pki.KeyPair]) -> None:
