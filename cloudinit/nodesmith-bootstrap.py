@@ -93,7 +93,8 @@ def kubeadm(status, cfg):
     if shutil.which(argv[0]) is None:
         return status.fail(
             "KubeadmNotFound",
-            "%s is not installed on this node; the node is ready to join but cannot" % argv[0],
+            "%s is not installed on this node: it is configured and ready to join, but cannot "
+            "run kubeadm %s" % (argv[0], cfg["verb"]),
         )
     backoff, deadline = cfg.get("backoff", 5), time.monotonic() + cfg.get("deadline", 900)
     if cfg["role"] != "worker-join" and os.path.isdir(PKI):
