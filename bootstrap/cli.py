@@ -18,6 +18,7 @@ from .errors import EXIT_USAGE, NodesmithError
 # Dotted names of the modules that add sub-commands, loaded in this order.
 COMMANDS = [
     "bootstrap.render_cli",
+    "bootstrap.image.cli",
     "bootstrap.serve",
 ]
 

@@ -1,0 +1,172 @@
+"""The image definition (``images/*.yaml``) and the build options, validated up front.
+
+Everything a build depends on is resolved here, before any slow stage runs, so a typo in a
+flag or the YAML fails in a second with a message naming the field, not after five minutes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import TerminalError, UsageError, invalid
+
+FORMATS = ("qcow2", "raw", "box")
+OCI_RUNTIMES = ("runc", "crun")
+RUNTIMES = ("containerd",)
+BUILDERS = ("chroot", "packer-qemu")
+_VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+$")
+_SIZE_RE = re.compile(r"^(\d+)([MG])$")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One OS image definition as read from YAML."""
+
+    path: Path
+    name: str
+    os: str
+    suite: str
+    variant: str
+    arch: str
+    disk_size_mib: int
+    packages: tuple[str, ...]
+    components: tuple[str, ...]
+    defaults: dict[str, Any]
+    text: str
+
+
+@dataclass(frozen=True)
+class KubernetesSource:
+    """Where kubelet/kubeadm/kubectl come from: pkgs, http, dir (with ``path``) or none."""
+
+    kind: str
+    path: Path | None = None
+
+    def __str__(self) -> str:
+        return f"dir:{self.path}" if self.kind == "dir" else self.kind
+
+
+@dataclass(frozen=True)
+class Options:
+    """The resolved command-line options of one build."""
+
+    kubernetes_version: str
+    kubernetes_source: KubernetesSource
+    runtime: str
+    oci_runtime: str
+    formats: tuple[str, ...]
+    builder: str
+    output: Path
+    mirror: str | None
+    sandbox_image: str
+    cache_dir: Path
+    work_parent: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _need(raw: dict[str, Any], key: str, src: str) -> Any:
+    if key not in raw:
+        raise TerminalError("required field is missing", obj=src, field=key,
+                            reason="ImageDefinitionInvalid")
+    return raw[key]
+
+
+def parse_size(value: Any, src: str) -> int:
+    """``4G`` / ``3072M`` -> MiB."""
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise invalid(src, "disk_size", value, "must look like 4G or 3072M")
+    n = int(m.group(1))
+    mib = n * 1024 if m.group(2) == "G" else n
+    if mib < 2048:
+        raise invalid(src, "disk_size", value, "must be at least 2G")
+    return mib
+
+
+def load_definition(path: str | Path) -> Definition:
+    """Read and check an image definition YAML."""
+    p = Path(path)
+    src = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TerminalError(f"cannot read image definition: {exc.strerror}", obj=src,
+                            reason="ImageDefinitionUnreadable") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TerminalError(f"image definition is not YAML: {exc}", obj=src,
+                            reason="ImageDefinitionInvalid") from None
+    if not isinstance(raw, dict):
+        raise TerminalError("image definition must be a mapping", obj=src,
+                            reason="ImageDefinitionInvalid")
+    packages = _need(raw, "packages", src)
+    if not isinstance(packages, list) or not all(
+        isinstance(x, str) and re.fullmatch(r"[a-z0-9][a-z0-9+.\-]+", x) for x in packages
+    ):
+        raise invalid(src, "packages", packages, "must be a list of Debian package names")
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise invalid(src, "defaults", defaults, "must be a mapping")
+    arch = str(raw.get("arch", "amd64"))
+    if arch != "amd64":
+        raise invalid(src, "arch", arch, "only amd64 is supported")
+    return Definition(
+        path=p.resolve(),
+        name=str(_need(raw, "name", src)),
+        os=str(_need(raw, "os", src)),
+        suite=str(_need(raw, "suite", src)),
+        variant=str(raw.get("variant", "apt")),
+        arch=arch,
+        disk_size_mib=parse_size(raw.get("disk_size", "4G"), src),
+        packages=tuple(packages),
+        components=tuple(raw.get("components") or ["main"]),
+        defaults=dict(defaults),
+        text=text,
+    )
+
+
+def parse_kubernetes_source(value: str) -> KubernetesSource:
+    """``pkgs`` | ``http`` | ``dir:PATH`` | ``none``; a dir must exist and hold SHA256SUMS."""
+    if value in ("pkgs", "http", "none"):
+        return KubernetesSource(value)
+    if value.startswith("dir:"):
+        d = Path(value[4:]).expanduser().resolve()
+        if not d.is_dir():
+            raise UsageError(f"--kubernetes-source {value}: {d} is not a directory")
+        if not (d / "SHA256SUMS").is_file():
+            raise TerminalError(f"{d / 'SHA256SUMS'} is missing; a dir: source needs one",
+                                obj=f"--kubernetes-source {value}", reason="ChecksumsMissing")
+        return KubernetesSource("dir", d)
+    raise UsageError(f"--kubernetes-source must be pkgs, http, dir:PATH or none (got {value!r})")
+
+
+def check_version(value: str) -> str:
+    if not _VERSION_RE.match(value):
+        raise UsageError(f"--kubernetes-version must look like v1.31.4 (got {value!r})")
+    return value
+
+
+def parse_formats(value: str | list[str]) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in (i.strip() for i in items):
+        if item not in FORMATS:
+            raise UsageError(f"--format accepts {', '.join(FORMATS)} (got {item!r})")
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise UsageError("--format needs at least one format")
+    return tuple(out)
+
+
+def choose(value: str | None, allowed: tuple[str, ...], flag: str, default: str) -> str:
+    v = value or default
+    if v not in allowed:
+        raise UsageError(f"{flag} accepts {', '.join(allowed)} (got {v!r})")
+    return v

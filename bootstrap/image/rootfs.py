@@ -1,0 +1,85 @@
+"""Stage 1: the root filesystem, built by mmdebstrap with a persistent .deb cache.
+
+The cache (``~/.cache/nodesmith/apt/<suite>-<sources hash>/``) keeps the downloaded .debs
+and the apt lists. A warm build syncs both into the new root, skips ``apt-get update`` while
+the lists are younger than ``NODESMITH_APT_MAX_AGE`` seconds (default one day) and so needs
+no network at all; a cold build downloads, then syncs the cache back out.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+from .definition import Definition
+from .progress import Progress
+from .sources import sources_hash
+
+DEFAULT_MAX_AGE = 86400
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("NODESMITH_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nodesmith"
+
+
+def apt_cache(cache_dir: Path, suite: str, sources: str) -> Path:
+    return cache_dir / "apt" / f"{suite}-{sources_hash(sources)}"
+
+
+def lists_fresh(cache: Path) -> bool:
+    """True when the cached apt lists exist and are young enough to skip ``apt-get update``."""
+    stamp = cache / "lists.stamp"
+    max_age = int(os.environ.get("NODESMITH_APT_MAX_AGE", DEFAULT_MAX_AGE))
+    if not stamp.is_file() or not any((cache / "lists").glob("*Packages*")):
+        return False
+    return time.time() - stamp.stat().st_mtime < max_age
+
+
+def mmdebstrap_argv(defn: Definition, packages: list[str], target: Path, sources_file: Path,
+                    cache: Path, offline: bool) -> list[str]:
+    archives, lists = cache / "archives", cache / "lists"
+    q = shlex.quote
+    argv = [
+        "mmdebstrap", "--mode=root", f"--variant={defn.variant}", "--format=directory",
+        f"--architectures={defn.arch}", f"--components={','.join(defn.components)}",
+        "--include=" + ",".join(packages),
+        "--skip=essential/unlink",
+        "--aptopt=Acquire::Retries \"3\"",
+        "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives \"$1\"/var/lib/apt/lists",
+        f"--setup-hook=sync-in {q(str(archives))} /var/cache/apt/archives/",
+    ]
+    if offline:
+        argv += [f"--setup-hook=sync-in {q(str(lists))} /var/lib/apt/lists/", "--skip=update"]
+    argv += [
+        f"--customize-hook=sync-out /var/cache/apt/archives {q(str(archives))}",
+        f"--customize-hook=sync-out /var/lib/apt/lists {q(str(lists))}",
+        defn.suite, str(target), str(sources_file),
+    ]
+    return argv
+
+
+def build_rootfs(defn: Definition, packages: list[str], target: Path, sources: str,
+                 cache_dir: Path, progress: Progress) -> None:
+    """Create ``target`` (must not exist) as a bootable Debian root with ``packages``."""
+    cache = apt_cache(cache_dir, defn.suite, sources)
+    (cache / "archives").mkdir(parents=True, exist_ok=True)
+    (cache / "lists").mkdir(parents=True, exist_ok=True)
+    sources_file = target.parent / "apt.sources"
+    sources_file.write_text(sources, encoding="utf-8")
+    offline = lists_fresh(cache)
+    progress.say(f"  apt cache {cache} ({'warm, no network' if offline else 'refreshing lists'})")
+    progress.run(mmdebstrap_argv(defn, packages, target, sources_file, cache, offline),
+                 what="mmdebstrap")
+    if not offline:
+        (cache / "lists.stamp").touch()
+    # Drop partial downloads and lock files that sync-out may have copied.
+    for junk in ("partial", "lock"):
+        p = cache / "archives" / junk
+        if p.is_file():
+            p.unlink()

