@@ -20,6 +20,9 @@ COMMANDS = [
     "bootstrap.render_cli",
     "bootstrap.image.cli",
     "bootstrap.serve",
+    "bootstrap.vm_cli",
+    "bootstrap.verify",
+    "bootstrap.local_cluster",
 ]
 
 

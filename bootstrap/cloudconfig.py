@@ -146,6 +146,11 @@ def user_files(
     return entries
 
 
+def _set(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that are set: cloud-init keys are omitted, never null."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def user_entry(u: User, index: int, lookup: SecretLookup, obj: ObjectRef) -> dict[str, Any]:
     field = f"spec.users[{index}]"
     entry: dict[str, Any] = {"name": u.name}
@@ -153,16 +158,17 @@ def user_entry(u: User, index: int, lookup: SecretLookup, obj: ObjectRef) -> dic
         raise TerminalError(
             "sets both passwd and passwdFrom; use one", obj=obj, field=field, reason="InvalidField"
         )
-    optional = {
-        "gecos": u.gecos,
-        "groups": u.groups,
-        "homedir": u.home_dir,
-        "shell": u.shell,
-        "primary_group": u.primary_group,
-        "lock_passwd": u.lock_password,
-        "sudo": u.sudo,
-    }
-    entry.update({k: v for k, v in optional.items() if v is not None})
+    entry.update(
+        _set(
+            gecos=u.gecos,
+            groups=u.groups,
+            homedir=u.home_dir,
+            shell=u.shell,
+            primary_group=u.primary_group,
+            lock_passwd=u.lock_password,
+            sudo=u.sudo,
+        )
+    )
     if u.inactive:
         entry["inactive"] = "0"  # cloud-init wants days; Cluster API's bool means "now"
     if u.passwd is not None:
@@ -195,13 +201,14 @@ def disk_sections(spec: KubeadmConfigSpec) -> dict[str, Any]:
         fs_setup = []
         for fs in spec.disk_setup.filesystems:
             item: dict[str, Any] = {"device": fs.device, "filesystem": fs.filesystem}
-            extras = {
-                "label": fs.label,
-                "partition": fs.partition,
-                "overwrite": fs.overwrite,
-                "replace_fs": fs.replace_fs,
-            }
-            item.update({k: v for k, v in extras.items() if v is not None})
+            item.update(
+                _set(
+                    label=fs.label,
+                    partition=fs.partition,
+                    overwrite=fs.overwrite,
+                    replace_fs=fs.replace_fs,
+                )
+            )
             if fs.extra_opts:
                 item["extra_opts"] = list(fs.extra_opts)
             fs_setup.append(item)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,3 +24,18 @@ def atomic_write(path: str | Path, data: bytes, mode: int = 0o600) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def replace_dir(staging: Path, target: Path) -> None:
+    """Move a finished ``staging`` directory to ``target``, replacing an old one last.
+
+    Both must be on one filesystem. The old ``target`` is renamed aside before the new one
+    moves in, so ``target`` is at every moment either the old complete tree or the new one.
+    """
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        target.rename(old)
+        staging.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(target)

@@ -179,28 +179,24 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_or_warn(path: str | None, objects: list[dict[str, Any]], why_none: str) -> None:
+    """Write generated objects to ``path`` (0600); say so when there is nothing to write."""
+    if not path:
+        return
+    if objects:
+        atomic_write(path, _yaml_stream(objects))
+    else:
+        print(f"nodesmith: warning: {why_none}; {path} not written", file=sys.stderr)
+
+
 def _write_side_outputs(args: argparse.Namespace, results: list[RenderResult]) -> None:
     tokens = [r.bootstrap_token_secret for r in results if r.bootstrap_token_secret]
-    if args.token_secret_out:
-        if tokens:
-            atomic_write(args.token_secret_out, _yaml_stream(tokens))
-        else:
-            print(
-                "nodesmith: warning: no bootstrap token was generated (the configs name "
-                f"theirs); {args.token_secret_out} not written",
-                file=sys.stderr,
-            )
+    _write_or_warn(
+        args.token_secret_out, tokens, "no bootstrap token was generated (the configs name theirs)"
+    )
     secrets = [s for r in results for s in r.generated_secrets]
-    if args.secrets_out:
-        if secrets:
-            atomic_write(args.secrets_out, _yaml_stream(secrets))
-        else:
-            print(
-                "nodesmith: warning: no CA was generated (the input has the CA Secrets); "
-                f"{args.secrets_out} not written",
-                file=sys.stderr,
-            )
-    elif secrets:
+    _write_or_warn(args.secrets_out, secrets, "no CA was generated (the input has the CA Secrets)")
+    if secrets and not args.secrets_out:
         print(
             "nodesmith: warning: a cluster CA was generated; pass --secrets-out FILE to keep "
             "it, or later joins cannot pin it",

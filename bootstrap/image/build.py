@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import TerminalError
+from ..fsutil import replace_dir
 from ..manifest import Artifact, ImageManifest, KubernetesBinaries, OCIRuntime, OSInfo, Runtime
 from . import artifacts, disk, inspect_root, kubernetes, rootfs, sources
 from .definition import Definition, Options
@@ -37,15 +38,19 @@ def packages_for(defn: Definition, opts: Options) -> list[str]:
     return pkgs
 
 
-def inputs_hash(defn: Definition, opts: Options, apt_sources: str,
-                kube_files: dict[str, Path]) -> str:
+def inputs_hash(
+    defn: Definition, opts: Options, apt_sources: str, kube_files: dict[str, Path]
+) -> str:
     """sha256 over everything that decides the image: definition, roles, options, sources."""
     h = hashlib.sha256()
     h.update(defn.text.encode())
     for path in role_files(ROLE_ORDER):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
-    opt = {k: str(v) for k, v in asdict(opts).items()
-           if k not in ("output", "cache_dir", "work_parent")}
+    opt = {
+        k: str(v)
+        for k, v in asdict(opts).items()
+        if k not in ("output", "cache_dir", "work_parent")
+    }
     h.update(json.dumps(opt, sort_keys=True).encode())
     h.update(apt_sources.encode())
     for name, p in sorted(kube_files.items()):
@@ -55,8 +60,12 @@ def inputs_hash(defn: Definition, opts: Options, apt_sources: str,
 
 def role_data(opts: Options) -> dict[str, str]:
     src = opts.kubernetes_source
-    data = {"kubernetes_source": src.kind, "kubernetes_version": opts.kubernetes_version,
-            "oci_runtime": opts.oci_runtime, "sandbox_image": opts.sandbox_image}
+    data = {
+        "kubernetes_source": src.kind,
+        "kubernetes_version": opts.kubernetes_version,
+        "oci_runtime": opts.oci_runtime,
+        "sandbox_image": opts.sandbox_image,
+    }
     if src.path:
         data["kubernetes_dir"] = str(src.path)
     return data
@@ -64,8 +73,10 @@ def role_data(opts: Options) -> dict[str, str]:
 
 def add_vagrant_user(root: Path, progress: Progress) -> None:
     """The box variant only: Vagrant's well-known user and insecure key (public by design)."""
-    progress.run(["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "-G", "sudo",
-                  "vagrant"], what="useradd vagrant")
+    progress.run(
+        ["chroot", str(root), "useradd", "-m", "-s", "/bin/bash", "-G", "sudo", "vagrant"],
+        what="useradd vagrant",
+    )
     ssh = root / "home/vagrant/.ssh"
     ssh.mkdir(mode=0o700, exist_ok=True)
     (ssh / "authorized_keys").write_text(artifacts.VAGRANT_INSECURE_KEY + "\n", encoding="utf-8")
@@ -78,25 +89,24 @@ def add_vagrant_user(root: Path, progress: Progress) -> None:
 
 def prepare_output(output: Path, force: bool) -> None:
     if output.exists() and not force:
-        raise TerminalError("already exists; pass --force to replace it", obj=str(output),
-                            field="--output", reason="OutputExists")
+        raise TerminalError(
+            "already exists; pass --force to replace it",
+            obj=str(output),
+            field="--output",
+            reason="OutputExists",
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
 
 
 def publish(staging: Path, output: Path) -> None:
     """Move the finished staging directory to ``output`` (replacing an old one last)."""
     staging.chmod(0o755)  # mkdtemp made it 0700
-    if output.exists():
-        old = output.with_name(f".{output.name}.old-{os.getpid()}")
-        output.rename(old)
-        staging.rename(output)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(output)
+    replace_dir(staging, output)
 
 
-def build(defn: Definition, opts: Options, *, force: bool = False,
-          roles: tuple[str, ...] = ROLE_ORDER) -> Path:
+def build(
+    defn: Definition, opts: Options, *, force: bool = False, roles: tuple[str, ...] = ROLE_ORDER
+) -> Path:
     """Run the whole chroot pipeline; returns the output directory."""
     output = opts.output.resolve()
     prepare_output(output, force)
@@ -120,8 +130,9 @@ def build(defn: Definition, opts: Options, *, force: bool = False,
     try:
         root = work / "root"
         with progress.stage("rootfs"):
-            rootfs.build_rootfs(defn, packages_for(defn, opts), root, apt_sources,
-                                opts.cache_dir, progress)
+            rootfs.build_rootfs(
+                defn, packages_for(defn, opts), root, apt_sources, opts.cache_dir, progress
+            )
         with progress.stage("roles"):
             apply_chroot(root, role_data(opts), progress, roles)
         with progress.stage("inspect"):
@@ -152,9 +163,17 @@ def build(defn: Definition, opts: Options, *, force: bool = False,
         with progress.stage("checksums"):
             described = {fmt: artifacts.describe(p, staging) for fmt, p in found.items()}
         progress.timings["total"] = round(time.monotonic() - t0, 1)
-        manifest = make_manifest(defn, opts, pkgs, os_info, kernel, kube_versions, described,
-                                 inputs_hash(defn, opts, apt_sources, kube_files),
-                                 progress.timings)
+        manifest = make_manifest(
+            defn,
+            opts,
+            pkgs,
+            os_info,
+            kernel,
+            kube_versions,
+            described,
+            inputs_hash(defn, opts, apt_sources, kube_files),
+            progress.timings,
+        )
         (staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
         progress.say(f"total {progress.timings['total']:.1f}s")
         progress.close()
@@ -167,10 +186,17 @@ def build(defn: Definition, opts: Options, *, force: bool = False,
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def make_manifest(defn: Definition, opts: Options, pkgs: dict[str, str], os_info: OSInfo,
-                  kernel: str | None, kube_versions: dict[str, str],
-                  described: dict[str, Artifact], inputs: str,
-                  timings: dict[str, float]) -> ImageManifest:
+def make_manifest(
+    defn: Definition,
+    opts: Options,
+    pkgs: dict[str, str],
+    os_info: OSInfo,
+    kernel: str | None,
+    kube_versions: dict[str, str],
+    described: dict[str, Artifact],
+    inputs: str,
+    timings: dict[str, float],
+) -> ImageManifest:
     src = opts.kubernetes_source.kind
     if src in ("pkgs", "http"):
         kube_versions = {b: opts.kubernetes_version for b in kubernetes.BINARIES}
@@ -179,13 +205,17 @@ def make_manifest(defn: Definition, opts: Options, pkgs: dict[str, str], os_info
         os=os_info,
         kernel=kernel,
         runtime=Runtime(
-            name=opts.runtime, version=pkgs.get("containerd"),
+            name=opts.runtime,
+            version=pkgs.get("containerd"),
             ociRuntime=OCIRuntime(name=opts.oci_runtime, version=pkgs.get(opts.oci_runtime)),
-            sandboxImage=opts.sandbox_image, criSocket=CRI_SOCKET,
+            sandboxImage=opts.sandbox_image,
+            criSocket=CRI_SOCKET,
         ),
         kubernetes=KubernetesBinaries(
-            kubelet=kube_versions.get("kubelet"), kubeadm=kube_versions.get("kubeadm"),
-            kubectl=kube_versions.get("kubectl"), source=src,
+            kubelet=kube_versions.get("kubelet"),
+            kubeadm=kube_versions.get("kubeadm"),
+            kubectl=kube_versions.get("kubectl"),
+            source=src,
         ),
         packages=pkgs,
         artifacts=described,
@@ -193,4 +223,3 @@ def make_manifest(defn: Definition, opts: Options, pkgs: dict[str, str], os_info
         timings=dict(timings),
         builtAt=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
-

@@ -1,0 +1,63 @@
+"""containerd runs, serves CRI, runs containers with an OCI runtime under systemd cgroups v2."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from bootstrap import cri
+
+
+@pytest.fixture(scope="module")
+def config_dump(host: Any) -> str:
+    res = host.run("containerd config dump")
+    assert res.rc == 0, res.stderr
+    out: str = res.stdout
+    return out
+
+
+def test_containerd_active(host: Any) -> None:
+    svc = host.service("containerd")
+    assert svc.is_running, "containerd.service is not active"
+    assert svc.is_enabled, "containerd.service is not enabled"
+
+
+def test_cri_runtime_version(host: Any, node_info: dict[str, Any], record_property: Any) -> None:
+    if host.backend.NAME != "paramiko":
+        pytest.skip(f"the CRI call needs the paramiko:// backend (got {host.backend.NAME}://)")
+    transport = host.backend.client.get_transport()
+    version = cri.runtime_version(transport, cri.DEFAULT_SOCKET)
+    node_info["runtime"] = {
+        "name": version.runtime_name,
+        "version": version.runtime_version,
+        "apiVersion": version.runtime_api_version,
+    }
+    node_info.setdefault("nodeInfo", {})["containerRuntimeVersion"] = (
+        version.container_runtime_version
+    )
+    record_property(
+        "detail",
+        f"{version.runtime_name} {version.runtime_version} "
+        f"(CRI {version.runtime_api_version}) on unix://{cri.DEFAULT_SOCKET}",
+    )
+    assert version.runtime_name, "CRI Version answered without a runtime name"
+    assert version.runtime_api_version == "v1", version
+
+
+def test_oci_runtime_binary(host: Any, config_dump: str, record_property: Any) -> None:
+    default = re.search(r'default_runtime_name = "([^"]+)"', config_dump)
+    names = re.findall(r'BinaryName = "([^"]*)"', config_dump)
+    binary = next((n for n in names if n), None) or (default.group(1) if default else "runc")
+    res = host.run(f"command -v {binary} && {binary} --version")
+    assert res.rc == 0, f"OCI runtime {binary!r} is not runnable: {res.stderr.strip()}"
+    record_property("detail", res.stdout.splitlines()[1] if res.stdout.count("\n") > 1 else binary)
+
+
+def test_cgroup_v2_systemd_driver(host: Any, config_dump: str) -> None:
+    fs = host.run("stat -fc %T /sys/fs/cgroup").stdout.strip()
+    assert fs == "cgroup2fs", f"/sys/fs/cgroup is {fs}, not cgroup v2"
+    assert re.search(r"SystemdCgroup = true", config_dump), (
+        "containerd's runc options do not set SystemdCgroup = true"
+    )
