@@ -21,11 +21,8 @@ PKGS_BASE = "https://pkgs.k8s.io/core:/stable:"
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_sums(sums: Path) -> dict[str, str]:
