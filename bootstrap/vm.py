@@ -31,6 +31,7 @@ import yaml
 from . import sshkeys
 from .accel import Accel
 from .errors import TerminalError, TransientError, UsageError
+from .fsutil import atomic_write
 from .seed import build_seed_iso
 
 SSH_USER = "nodesmith"
@@ -396,8 +397,7 @@ def _boot(
              if k != "ed25519"}
     client.write_private(vm_dir / "id_ed25519")
     (vm_dir / "id_ed25519.pub").write_text(client.public_openssh + "\n", encoding="ascii")
-    (vm_dir / "rendered-userdata").write_bytes(userdata)
-    os.chmod(vm_dir / "rendered-userdata", 0o600)
+    atomic_write(vm_dir / "rendered-userdata", userdata, 0o600)  # holds the bootstrap token
     instance_id = f"{name}-{uuid.uuid4().hex[:12]}"
     seeded = add_access(userdata, SSH_USER, client.public_openssh, host, extra)
     hostname = machine.rpartition("/")[2] or name  # the Machine's name, whatever the VM's
