@@ -12,6 +12,7 @@ which cloud-init guarantees.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ SENTINEL = RUN + "/bootstrap-success.complete"
 JOINED = "/etc/kubernetes/kubelet.conf"
 PKI = "/etc/kubernetes/pki"
 TERMINAL_CODES = {2: "PreflightFailed", 3: "ValidationFailed"}
+TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 
 
 def now():
@@ -47,6 +49,9 @@ class Status:
     def redact(self, text, limit=2000):
         for s in self.secrets:
             text = text.replace(s, "<redacted>")
+        # Any bootstrap token, also ones kubeadm made itself ("kubeadm init" prints its join
+        # command with the token it generated).
+        text = TOKEN.sub("<redacted>", text)
         return text[-limit:] if limit else text
 
     def write(self, **changes):

@@ -170,6 +170,15 @@ def test_token_in_kubeadm_output_is_redacted_from_status_and_log(tmp_path: Path)
     assert token not in status_text
 
 
+def test_tokens_kubeadm_made_itself_are_redacted_too(tmp_path: Path) -> None:
+    # kubeadm init prints "kubeadm join ... --token <new token>": not one nodesmith knows.
+    other = "abcdef.0123456789abcdef"
+    r = _run(tmp_path, "transient 1 " + other, backoff="1")
+    assert r["rc"] == 0 and "connection refused" in r["out"]
+    assert other not in r["out"] and "<redacted>" in r["out"]
+    assert other not in (tmp_path / "result" / "bootstrap-status.json").read_text()
+
+
 @pytest.mark.parametrize(("code", "reason"), [(2, "PreflightFailed"), (3, "ValidationFailed")])
 def test_terminal_kubeadm_failure_stops_at_once(tmp_path: Path, code: int, reason: str) -> None:
     r = _run(tmp_path, f"terminal {code}", backoff="1")
