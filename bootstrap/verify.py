@@ -206,7 +206,8 @@ def _verify(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _expected_bootstrap(text: str) -> str:
+def expected_bootstrap(text: str) -> str:
+    """``Succeeded``, ``Failed`` or ``Failed:REASON``: the outcome a node should report."""
     phase, _, reason = text.partition(":")
     if phase not in ("Succeeded", "Failed") or (reason and phase != "Failed"):
         raise argparse.ArgumentTypeError(
@@ -237,7 +238,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--expect-bootstrap",
         default="Succeeded",
-        type=_expected_bootstrap,
+        type=expected_bootstrap,
         metavar="Succeeded|Failed[:REASON]",
         help="the bootstrap outcome the node should show, e.g. Failed:KubeadmNotFound on an "
         "image without kubeadm (default Succeeded)",

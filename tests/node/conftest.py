@@ -24,16 +24,10 @@ import pytest
 import testinfra
 import yaml
 
+from bootstrap.verify import expected_bootstrap
+
 NODE_INFO_KEY = pytest.StashKey[dict[str, Any]]()
 RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()
-
-
-def expected_bootstrap(text: str) -> str:
-    """``Succeeded``, ``Failed`` or ``Failed:REASON``; argparse calls this to check the value."""
-    phase, _, reason = text.partition(":")
-    if phase not in ("Succeeded", "Failed") or (reason and phase != "Failed"):
-        raise ValueError(text)
-    return text
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
