@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from . import yamlio
 from .errors import TerminalError
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -29,12 +30,11 @@ class ParseError(TerminalError):
 # Nodes a bundle may expand to. YAML aliases let a few hundred bytes stand for billions of
 # nodes ("billion laughs"); every later step walks the expanded tree, so it is bounded here.
 MAX_NODES = 1_000_000
-_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~7x faster
 
 
 def _documents(text: str, source: str) -> Iterator[dict[str, Any]]:
     try:
-        docs = list(yaml.load_all(text, Loader=_Loader))
+        docs = yamlio.load_all(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -18,8 +18,9 @@ from .kubeadm_fields import check_document
 from .render import RenderOptions, RenderResult
 from .resolve import Bundle, Context, resolve
 from .runtime import check_image, choose_runtime
-from .templates import packed_script, render, to_yaml
+from .templates import packed_script, render
 from .versions import parse_version
+from .yamlio import dump
 
 INIT = "init-control-plane"
 JOIN_CP = "join-control-plane"
@@ -217,7 +218,7 @@ def _script_entry_yaml() -> str:
         "encoding": "gz+b64",
         "content": packed_script("nodesmith-bootstrap.py"),
     }
-    return to_yaml([entry])
+    return dump([entry])
 
 
 def _file(path: str, content: str, permissions: str) -> dict[str, Any]:

@@ -14,35 +14,9 @@ import gzip
 from typing import Any
 
 import jinja2
-import yaml
 
 from .resources import data_dir
-
-_BaseDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class _Dumper(_BaseDumper):  # type: ignore[misc]
-    """Safe YAML with multi-line strings as literal blocks, so files stay readable."""
-
-
-def _str(dumper: Any, value: str) -> Any:
-    style = "|" if "\n" in value and value.replace("\n", "").isprintable() else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def to_yaml(value: Any) -> str:
-    text: str = yaml.dump(
-        value,
-        Dumper=_Dumper,
-        default_flow_style=False,
-        sort_keys=False,
-        width=1_000_000,
-        allow_unicode=True,
-    )
-    return text
+from .yamlio import dump
 
 
 @functools.cache
@@ -54,7 +28,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
     )
-    env.filters["to_yaml"] = to_yaml
+    env.filters["to_yaml"] = dump
     return env
 
 

@@ -54,6 +54,11 @@ variable "nodesmith" {
   default     = "nodesmith"
   description = "path of the nodesmith command that runs the roles"
 }
+variable "restrict_guest_network" {
+  type        = string
+  default     = "on"
+  description = "qemu user-net restrict: on keeps the VM offline (the base disk has every .deb); off for pkgs.k8s.io or a --mirror"
+}
 variable "role_args" {
   type        = string
   default     = "--kubernetes-source none"
@@ -81,10 +86,11 @@ source "qemu" "node" {
   ssh_timeout          = "20m"
   host_port_min        = var.ssh_port
   host_port_max        = var.ssh_port
-  shutdown_command     = "sudo sh -c 'cloud-init clean --logs; rm -f /etc/sudoers.d/90-cloud-init-users; shutdown -P now'"
-  # Own netdev: user networking restricted to the guest, SSH forward bound to loopback only.
+  # The builder user (and its key) must not ship: removed, with cloud-init's traces, last.
+  shutdown_command     = "sudo sh -c 'userdel --force --remove ${var.ssh_username}; rm -f /etc/sudoers.d/90-cloud-init-users; cloud-init clean --logs; shutdown -P now'"
+  # Own netdev: SSH forward bound to loopback only; the guest offline unless asked otherwise.
   qemuargs = [
-    ["-netdev", "user,id=user.0,restrict=on,hostfwd=tcp:127.0.0.1:${var.ssh_port}-:22"],
+    ["-netdev", "user,id=user.0,restrict=${var.restrict_guest_network},hostfwd=tcp:127.0.0.1:${var.ssh_port}-:22"],
     ["-device", "virtio-net-pci,netdev=user.0"],
     ["-drive", "file=${var.output_directory}/${var.vm_name},if=virtio,cache=writeback,discard=unmap,format=qcow2"],
     ["-drive", "file=${var.seed_iso},if=virtio,format=raw,readonly=on"],

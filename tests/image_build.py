@@ -6,6 +6,7 @@ SHA256SUMS. kubelet and kubeadm cannot be downloaded on this network and are not
 image has none, and the manifest says null for them.
 
 Set ``NODESMITH_TEST_IMAGE=/path/to/output`` to reuse an earlier build's output directory.
+tests/image/conftest.py adds ``packer_image``, the same build through ``--builder packer-qemu``.
 Import the fixture into a conftest with ``from image_build import built_image``.
 """
 
@@ -72,6 +73,20 @@ def require_build_host() -> None:
             pytest.skip(f"{tool} is not installed (scripts/setup installs it)")
 
 
+def build(out: Path, kdir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``nodesmith image build`` of the default definition with the kubectl ``dir:`` source."""
+    proc = subprocess.run(
+        [NODESMITH, "image", "build", str(REPO / "images/debian-12.yaml"),
+         "--kubernetes-source", f"dir:{kdir}",
+         "--kubernetes-version", kubectl_version(kdir / "kubectl"),
+         "--output", str(out), *extra],
+        capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        pytest.fail(f"image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
 @pytest.fixture(scope="session")
 def built_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Output dir of a real default build: manifest.json, image.qcow2, image.raw, image.box."""
@@ -80,28 +95,5 @@ def built_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return Path(reuse)
     require_build_host()
     base = Path(tmp_path_factory.mktemp("image", numbered=True))
-    kdir = kube_dir(base / "k8s")
-    out = base / "out"
-    proc = subprocess.run(
-        [
-            NODESMITH,
-            "image",
-            "build",
-            str(REPO / "images/debian-12.yaml"),
-            "--kubernetes-source",
-            f"dir:{kdir}",
-            "--kubernetes-version",
-            kubectl_version(kdir / "kubectl"),
-            "--format",
-            "qcow2,raw,box",
-            "--output",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return out
+    build(base / "out", kube_dir(base / "k8s"), "--format", "qcow2,raw,box")
+    return base / "out"

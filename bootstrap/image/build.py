@@ -39,12 +39,17 @@ def packages_for(defn: Definition, opts: Options) -> list[str]:
 
 
 def inputs_hash(
-    defn: Definition, opts: Options, apt_sources: str, kube_files: dict[str, Path]
+    defn: Definition,
+    opts: Options,
+    apt_sources: str,
+    kube_files: dict[str, Path],
+    extra: tuple[Path, ...] = (),
 ) -> str:
-    """sha256 over everything that decides the image: definition, roles, options, sources."""
+    """sha256 over everything that decides the image: definition, roles, options, sources
+    (and ``extra`` files, such as the Packer template)."""
     h = hashlib.sha256()
     h.update(defn.text.encode())
-    for path in role_files(ROLE_ORDER):
+    for path in [*role_files(ROLE_ORDER), *extra]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     opt = {
         k: str(v)
@@ -56,6 +61,18 @@ def inputs_hash(
     for name, p in sorted(kube_files.items()):
         h.update(f"{name}={kubernetes.sha256_file(p)}".encode())
     return h.hexdigest()
+
+
+def check_kubernetes_dir(opts: Options) -> tuple[dict[str, Path], dict[str, str]]:
+    """A ``dir:`` source's binaries and versions, checked before anything slow or installed.
+
+    A wrong sha256 or version is terminal here, naming the file and both values.
+    """
+    if opts.kubernetes_source.kind != "dir":
+        return {}, {}
+    assert opts.kubernetes_source.path is not None
+    files = kubernetes.verify_dir(opts.kubernetes_source.path)
+    return files, kubernetes.check_versions(files, opts.kubernetes_version)
 
 
 def role_data(opts: Options) -> dict[str, str]:
@@ -110,13 +127,7 @@ def build(
     """Run the whole chroot pipeline; returns the output directory."""
     output = opts.output.resolve()
     prepare_output(output, force)
-    # Checked before anything slow happens, and before anything is installed.
-    kube_files: dict[str, Path] = {}
-    kube_versions: dict[str, str] = {}
-    if opts.kubernetes_source.kind == "dir":
-        assert opts.kubernetes_source.path is not None
-        kube_files = kubernetes.verify_dir(opts.kubernetes_source.path)
-        kube_versions = kubernetes.check_versions(kube_files, opts.kubernetes_version)
+    kube_files, kube_versions = check_kubernetes_dir(opts)
     apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

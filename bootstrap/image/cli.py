@@ -6,8 +6,10 @@ import argparse
 import os
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -57,6 +59,7 @@ def register(subparsers: Any) -> None:
     a.add_argument("--ssh-password")
     a.add_argument("--no-apt-update", action="store_true",
                    help="over SSH: do not run apt-get update (offline builder VMs)")
+    a.add_argument("--log", help="full log file (default: ~/.cache/nodesmith/logs/)")
     _add_kube_args(a)
     a.set_defaults(func=run_apply_roles)
     image.set_defaults(func=lambda args: (image.print_help(), 2)[1])
@@ -113,19 +116,27 @@ def run_apply_roles(args: argparse.Namespace) -> int:
                         arch="amd64", disk_size_mib=4096, packages=(), components=(),
                         defaults={}, text="")
     opts = options_from(args, fake)
-    progress = Progress(default_cache_dir() / "logs" / "apply-roles.log")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log = Path(args.log or default_cache_dir() / "logs" / f"apply-roles-{stamp}-{os.getpid()}.log")
+    progress = Progress(log)
     data = role_data(opts)
     if args.no_apt_update:
         data["apt_update"] = "false"
-    if args.chroot:
-        root = Path(args.chroot)
-        if not (root / "bin/sh").exists():
-            raise UsageError(f"--chroot {root}: not a root filesystem (no bin/sh)")
-        apply_chroot(root, data, progress)
-    else:
-        with _key_file(args.ssh_key) as key:
-            apply_ssh(SSHTarget(args.ssh, args.ssh_port, args.ssh_user, key, args.ssh_password),
-                      data, progress)
+    try:
+        if args.chroot:
+            root = Path(args.chroot)
+            if not (root / "bin/sh").exists():
+                raise UsageError(f"--chroot {root}: not a root filesystem (no bin/sh)")
+            with progress.stage(f"roles on {root} (chroot)"):
+                apply_chroot(root, data, progress)
+        else:
+            target = SSHTarget(args.ssh, args.ssh_port, args.ssh_user, None, args.ssh_password)
+            with _key_file(args.ssh_key) as key, progress.stage(
+                f"roles on {target.user}@{target.host}:{target.port} (ssh)"
+            ):
+                apply_ssh(replace(target, key=key), data, progress)
+    finally:
+        progress.close()
     return 0
 
 

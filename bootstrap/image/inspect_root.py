@@ -24,10 +24,15 @@ def os_release(root: Path) -> OSInfo:
 
 
 def packages(root: Path) -> dict[str, str]:
-    """name -> version of every installed package (dpkg's own view, run inside the root)."""
+    """name -> version of every installed package, as dpkg sees the root's database.
+
+    The host's dpkg-query reads it (``--admindir``), so ``root`` may be a full root or the
+    few files ``diskfs.extract`` copied out of a disk.
+    """
     out = subprocess.run(
-        ["chroot", str(root), "dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t"
-         "${Version}\n"], capture_output=True, text=True, check=True).stdout
+        ["dpkg-query", f"--admindir={root / 'var/lib/dpkg'}", "-W", "-f",
+         "${db:Status-Abbrev}\t${Package}\t${Version}\n"],
+        capture_output=True, text=True, check=True).stdout
     pkgs: dict[str, str] = {}
     for line in out.splitlines():
         status, name, version = line.split("\t")

@@ -10,24 +10,25 @@ comes from tailing ``PACKER_LOG_PATH`` in the meantime.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from packerpy import PackerExecutable
 
 from ..errors import TerminalError, UsageError
-from ..manifest import ImageManifest
+from ..manifest import load_manifest
 from ..resources import data_dir
-from . import artifacts
+from . import artifacts, diskfs, inspect_root, sources
 from .build import build as chroot_build
-from .build import prepare_output, publish
+from .build import check_kubernetes_dir, inputs_hash, make_manifest, prepare_output, publish
 from .definition import Definition, KubernetesSource, Options
 from .progress import Progress
 from .workspace import remove_tree
@@ -45,7 +46,8 @@ def seed_iso(work: Path, pubkey: str, progress: Progress) -> Path:
     user_data = ("#cloud-config\nusers:\n  - name: builder\n    sudo: ALL=(ALL) NOPASSWD:ALL\n"
                  f"    shell: /bin/bash\n    ssh_authorized_keys:\n      - {pubkey}\n")
     (work / "user-data").write_text(user_data, encoding="utf-8")
-    (work / "meta-data").write_text("instance-id: nodesmith-packer\nlocal-hostname: builder\n",
+    # localhost: the name sysprep leaves in /etc/hosts, so sudo can resolve it to the end.
+    (work / "meta-data").write_text("instance-id: nodesmith-packer\nlocal-hostname: localhost\n",
                                     encoding="utf-8")
     iso = work / "seed.iso"
     progress.run(["cloud-localds", iso, work / "user-data", work / "meta-data"],
@@ -54,12 +56,13 @@ def seed_iso(work: Path, pubkey: str, progress: Progress) -> Path:
 
 
 def role_args(opts: Options) -> str:
-    src = opts.kubernetes_source
-    return " ".join([
-        f"--kubernetes-source {src}", f"--kubernetes-version {opts.kubernetes_version}",
-        f"--oci-runtime {opts.oci_runtime}", f"--sandbox-image {opts.sandbox_image}",
-        "--no-apt-update" if opts.mirror is None else "",
-    ]).strip()
+    """apply-roles' options, as one shell-quoted string for the shell-local provisioner."""
+    args = ["--kubernetes-source", str(opts.kubernetes_source),
+            "--kubernetes-version", opts.kubernetes_version,
+            "--oci-runtime", opts.oci_runtime, "--sandbox-image", opts.sandbox_image]
+    if not needs_guest_network(opts):
+        args.append("--no-apt-update")
+    return shlex.join(args)
 
 
 def _tail(path: Path, stop: threading.Event, progress: Progress) -> None:
@@ -70,8 +73,11 @@ def _tail(path: Path, stop: threading.Event, progress: Progress) -> None:
                 f.seek(pos)
                 for line in f:
                     progress.log(line)
-                    if "ui: ==>" in line or "ui:     qemu" in line:
-                        progress.say("  packer: " + line.split("ui:", 1)[1].strip()[:140])
+                    # PACKER_LOG lines carry the UI as "<ts>,,ui,say,==> qemu.node: ...".
+                    for kind in (",ui,say,", ",ui,message,", ",ui,error,"):
+                        if kind in line:
+                            text = line.split(kind, 1)[1].replace("%!(PACKER_COMMA)", ",")
+                            progress.say("  packer: " + text.split("\\n")[0].strip()[:140])
                 pos = f.tell()
         stop.wait(2)
 
@@ -102,15 +108,34 @@ def run_packer(template: Path, variables: dict[str, str], work: Path,
                             reason="PackerBuildFailed")
 
 
+def needs_guest_network(opts: Options) -> bool:
+    """pkgs.k8s.io, dl.k8s.io (pyinfra downloads on the target) and an explicit --mirror are
+    reached from inside the builder VM; ``dir:`` and ``none`` builds work offline (the host's
+    .deb cache built the base disk, and files are uploaded over SSH)."""
+    return opts.kubernetes_source.kind in ("pkgs", "http") or opts.mirror is not None
+
+
 def build_with_packer(defn: Definition, opts: Options, *, force: bool = False,
                       accel: str = "tcg") -> Path:
+    """Base disk (chroot), then Packer's qemu builder runs the roles on it over SSH.
+
+    The manifest is read from the disk Packer returns (packages, kernel, OS), not from the
+    base disk, so it describes what the roles really left there.
+    """
     if "box" in opts.formats:
         raise UsageError("--format box is built by the chroot builder only")
     output = opts.output.resolve()
     prepare_output(output, force)
+    kube_files, kube_versions = check_kubernetes_dir(opts)
+    apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
+    template = data_dir("images") / "qemu.pkr.hcl"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    log_path = opts.cache_dir / "logs" / f"packer-{defn.name}-{stamp}-{os.getpid()}.log"
+    progress = Progress(log_path)
+    progress.say(f"building {defn.name} with packer-qemu -> {output} (log: {log_path})")
+    opts.work_parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nodesmith-packer-", dir=opts.work_parent))
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    progress = Progress(opts.cache_dir / "logs" / f"packer-{defn.name}-{os.getpid()}.log")
     t0 = time.monotonic()
     try:
         with progress.stage("base disk (chroot, cloud-init role only)"):
@@ -122,32 +147,53 @@ def build_with_packer(defn: Definition, opts: Options, *, force: bool = False,
                       "-f", key], what="ssh-keygen")
         iso = seed_iso(work, (work / "builder_key.pub").read_text().strip(), progress)
         out_dir = work / "packer-out"
+        roles_log = work / "roles.log"
+        base_sha = load_manifest(base / "manifest.json").artifacts["qcow2"].sha256
         variables = {
-            "base_disk": str(base / "image.qcow2"), "seed_iso": str(iso),
+            "base_disk": str(base / "image.qcow2"), "base_disk_checksum": f"sha256:{base_sha}",
+            "seed_iso": str(iso),
             "output_directory": str(out_dir), "vm_name": "image.qcow2",
             "accelerator": accel, "ssh_private_key_file": str(key),
             "ssh_port": str(free_port()), "disk_size": f"{defn.disk_size_mib}M",
             "nodesmith": str(Path(sys.executable).parent / "nodesmith"),
-            "role_args": role_args(opts),
+            "role_args": f"{role_args(opts)} --log {shlex.quote(str(roles_log))}",
+            "restrict_guest_network": "off" if needs_guest_network(opts) else "on",
         }
         with progress.stage("packer build (qemu)"):
-            run_packer(data_dir("images") / "qemu.pkr.hcl", variables, work, progress)
-        found = {"qcow2": staging / "image.qcow2"}
-        shutil.move(str(out_dir / "image.qcow2"), found["qcow2"])
+            try:
+                run_packer(template, variables, work, progress)
+            finally:
+                if roles_log.is_file():  # the roles' full pyinfra output, into this build's log
+                    progress.log(f"--- {roles_log.name} (apply-roles over SSH) ---\n"
+                                 + roles_log.read_text(encoding="utf-8", errors="replace"))
+        built = out_dir / "image.qcow2"
+        found: dict[str, Path] = {}
+        with progress.stage("inspect"):
+            raw = staging / "image.raw" if "raw" in opts.formats else work / "final.raw"
+            progress.run(["qemu-img", "convert", "-O", "raw", built, raw], what="qemu-img")
+            seen = diskfs.extract(raw, work / "inspect", progress)
+            pkgs = inspect_root.packages(seen)
+            os_info, kernel = inspect_root.os_release(seen), inspect_root.kernel(seen)
+        if "qcow2" in opts.formats:
+            found["qcow2"] = staging / "image.qcow2"
+            shutil.move(str(built), found["qcow2"])
         if "raw" in opts.formats:
-            found["raw"] = staging / "image.raw"
-            progress.run(["qemu-img", "convert", "-O", "raw", found["qcow2"], found["raw"]])
-        if "qcow2" not in opts.formats:
-            found.pop("qcow2").unlink()
-        manifest = ImageManifest.model_validate_json((base / "manifest.json").read_text())
-        manifest.artifacts = {f: artifacts.describe(p, staging) for f, p in found.items()}
-        manifest.timings = {**progress.timings, "total": round(time.monotonic() - t0, 1)}
-        # Packages are those of the base disk; the roles over SSH add none when it has them.
+            found["raw"] = raw
+        with progress.stage("checksums"):
+            described = {fmt: artifacts.describe(p, staging) for fmt, p in found.items()}
+        progress.timings["total"] = round(time.monotonic() - t0, 1)
+        manifest = make_manifest(
+            defn, opts, pkgs, os_info, kernel, kube_versions, described,
+            inputs_hash(defn, opts, apt_sources, kube_files, extra=(template,)),
+            progress.timings,
+        )  # fmt: skip
         (staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
+        progress.say(f"total {progress.timings['total']:.1f}s")
+        progress.close()
+        shutil.copyfile(log_path, staging / "build.log")
         publish(staging, output)
         return output
     finally:
         progress.close()
-        subprocess.run(["sync"], check=False)
         remove_tree(work)
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,13 +1,18 @@
-"""Fixtures for the image tests: a read-only mount of the built root for testinfra."""
+"""Fixtures for the image tests: the packer-qemu build, and read-only mounts of the built
+roots (chroot builder and packer-qemu builder) for testinfra."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from image_build import build, kube_dir, require_build_host
 
 
 def root_partition_offset(raw: Path) -> int:
@@ -20,11 +25,9 @@ def root_partition_offset(raw: Path) -> int:
     return int(parts[-1]["start"]) * 512
 
 
-@pytest.fixture(scope="session")
-def built_root(built_image: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The built image's ext4 root, mounted read-only (loop) for the hygiene checks."""
-    raw = built_image / "image.raw"
-    mnt = Path(tmp_path_factory.mktemp("root"))
+@contextmanager
+def mounted_root(raw: Path, mnt: Path) -> Iterator[Path]:
+    """The ext4 root of a raw disk, mounted read-only (loop) for the hygiene checks."""
     subprocess.run(
         ["mount", "-o", f"ro,loop,offset={root_partition_offset(raw)}", str(raw), str(mnt)],
         check=True,
@@ -34,3 +37,35 @@ def built_root(built_image: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         yield mnt
     finally:
         subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def built_root(built_image: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The chroot builder's root."""
+    with mounted_root(built_image / "image.raw", tmp_path_factory.mktemp("root")) as mnt:
+        yield mnt
+
+
+@pytest.fixture(scope="session")
+def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Output dir of ``--builder packer-qemu`` (qcow2 + raw): Packer's qemu builder boots the
+    base disk under TCG and the roles run over SSH. ``build-output.txt`` beside it holds what
+    the command printed. ``NODESMITH_TEST_PACKER_IMAGE=dir`` reuses an earlier build."""
+    reuse = os.environ.get("NODESMITH_TEST_PACKER_IMAGE")
+    if reuse:
+        return Path(reuse)
+    require_build_host()
+    if not shutil.which("packer") or not shutil.which("qemu-system-x86_64"):
+        pytest.skip("packer and qemu are needed (scripts/setup installs them)")
+    base = Path(tmp_path_factory.mktemp("packer", numbered=True))
+    proc = build(base / "out", kube_dir(base / "k8s"), "--builder", "packer-qemu",
+                 "--format", "qcow2,raw")  # fmt: skip
+    (base / "build-output.txt").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    return base / "out"
+
+
+@pytest.fixture(scope="session")
+def packer_root(packer_image: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The packer-qemu builder's root."""
+    with mounted_root(packer_image / "image.raw", tmp_path_factory.mktemp("proot")) as mnt:
+        yield mnt

@@ -1,5 +1,7 @@
 """Image hygiene (image-builder's goss list) on the built root, through testinfra's chroot
-backend, plus what the roles must leave there."""
+backend, plus what the roles must leave there. Every check runs on both builders' roots: the
+chroot builder's (roles over pyinfra's @chroot) and packer-qemu's (the same roles over SSH in
+Packer's VM), so the two paths are held to one standard."""
 
 from __future__ import annotations
 
@@ -11,10 +13,22 @@ import testinfra
 pytestmark = pytest.mark.image
 
 
-@pytest.fixture(scope="module")
-def host(built_root: Path) -> testinfra.host.Host:
-    assert (built_root / "bin/sh").exists(), f"{built_root} is not a root filesystem"
-    return testinfra.get_host(str(built_root), connection="chroot")
+@pytest.fixture(scope="module", params=["built_root", "packer_root"], ids=["chroot", "packer"])
+def host(request: pytest.FixtureRequest) -> testinfra.host.Host:
+    root: Path = request.getfixturevalue(request.param)
+    assert (root / "bin/sh").exists(), f"{root} is not a root filesystem"
+    return testinfra.get_host(str(root), connection="chroot")
+
+
+def test_no_login_users_left(host: testinfra.host.Host) -> None:
+    """No build-time user (Packer's builder, its key, its sudo rule) ships in the image."""
+    passwd = host.file("/etc/passwd").content_string
+    users = [line.split(":") for line in passwd.splitlines() if line.count(":") == 6]
+    assert any(u[0] == "root" for u in users)  # the file was really read
+    assert [u[0] for u in users if 1000 <= int(u[2]) < 65534] == []
+    assert host.run("ls -A /home").stdout.strip() == ""
+    assert host.run("ls /etc/sudoers.d | grep -v '^README$'").stdout.strip() == ""
+    assert host.run("find / -xdev -name authorized_keys 2>/dev/null").stdout.strip() == ""
 
 
 def test_no_ssh_host_keys(host: testinfra.host.Host) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from bootstrap.image.packer import PACKER, role_args
+from bootstrap.image.definition import KubernetesSource, Options
+from bootstrap.image.packer import PACKER, needs_guest_network, role_args
 from bootstrap.resources import data_dir
 
 TEMPLATES = sorted(p.name for p in data_dir("images").glob("*.pkr.hcl"))
@@ -61,37 +63,32 @@ def test_packer_validate_catches_errors(tmp_path: Path) -> None:
     assert proc.returncode != 0
 
 
-def test_qemu_template_runs_the_roles_over_ssh() -> None:
-    text = (data_dir("images") / "qemu.pkr.hcl").read_text()
-    assert "disk_image           = true" in text
-    assert "image apply-roles --ssh 127.0.0.1" in text
-    assert "hostfwd=tcp:127.0.0.1:" in text and "restrict=on" in text
-
-
-def test_role_args_carry_the_build_options() -> None:
-    from bootstrap.image.definition import KubernetesSource, Options
-
-    opts = Options(
+def options(source: str, path: str | None = None, mirror: str | None = None) -> Options:
+    return Options(
         kubernetes_version="v1.31.4",
-        kubernetes_source=KubernetesSource("pkgs"),
+        kubernetes_source=KubernetesSource(source, Path(path) if path else None),
         runtime="containerd",
         oci_runtime="crun",
         formats=("qcow2",),
         builder="packer-qemu",
         output=Path("o"),
-        mirror=None,
+        mirror=mirror,
         sandbox_image="registry.k8s.io/pause:3.10",
         cache_dir=Path("c"),
         work_parent=Path("w"),
     )
-    assert role_args(opts).split() == [
-        "--kubernetes-source",
-        "pkgs",
-        "--kubernetes-version",
-        "v1.31.4",
-        "--oci-runtime",
-        "crun",
-        "--sandbox-image",
-        "registry.k8s.io/pause:3.10",
-        "--no-apt-update",
-    ]
+
+
+def test_role_args_carry_the_build_options() -> None:
+    """What the shell-local provisioner hands apply-roles, as the shell will split it."""
+    common = ["--kubernetes-version", "v1.31.4", "--oci-runtime", "crun",
+              "--sandbox-image", "registry.k8s.io/pause:3.10"]  # fmt: skip
+    offline = role_args(options("dir", "/srv/k8s bins"))
+    assert shlex.split(offline) == ["--kubernetes-source", "dir:/srv/k8s bins", *common,
+                                    "--no-apt-update"]  # fmt: skip
+    # pkgs.k8s.io, dl.k8s.io and a mirror are reached from inside the VM: network on.
+    assert shlex.split(role_args(options("pkgs"))) == ["--kubernetes-source", "pkgs", *common]
+    for online in (options("pkgs"), options("http"), options("none", mirror="http://m/")):
+        assert needs_guest_network(online)
+    assert not needs_guest_network(options("none"))
+    assert not needs_guest_network(options("dir", "/k"))

@@ -1,0 +1,67 @@
+"""``nodesmith image build --builder packer-qemu``, run for real: packer 1.6.6 (through
+packer-py) boots the base disk under TCG and the roles run over SSH. test_hygiene.py checks
+the resulting root; this checks what the build publishes and prints."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_artifacts import sha256
+
+from bootstrap.manifest import load_manifest
+
+pytestmark = [pytest.mark.image, pytest.mark.vm]
+
+
+def test_artifacts_and_hashes(packer_image: Path) -> None:
+    m = load_manifest(packer_image / "manifest.json")
+    assert set(m.artifacts) == {"qcow2", "raw"}
+    for art in m.artifacts.values():
+        path = packer_image / art.path
+        assert path.stat().st_size == art.size
+        assert sha256(path) == art.sha256
+    assert (packer_image / "build.log").stat().st_size > 1000
+    assert sorted(p.name for p in packer_image.iterdir()) == [
+        "build.log", "image.qcow2", "image.raw", "manifest.json"]  # fmt: skip
+
+
+def test_manifest_describes_the_disk_packer_returned(
+    packer_image: Path, packer_root: Path
+) -> None:
+    """Packages and kernel come from the final disk, as dpkg inside it sees them."""
+    m = load_manifest(packer_image / "manifest.json")
+    out = subprocess.run(
+        ["chroot", str(packer_root), "dpkg-query", "-W", "-f",
+         "${db:Status-Abbrev}=${Package}=${Version}\n"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rows = [line.split("=", 2) for line in out.splitlines()]
+    inside = {name: version for status, name, version in rows if status[1:2] == "i"}
+    assert len(inside) > 150 and m.packages == inside
+    assert m.runtime.version == inside["containerd"] and m.runtime.version.startswith("1.6.")
+    boot = packer_root / "boot"
+    assert [m.kernel] == [p.name.removeprefix("vmlinuz-") for p in boot.glob("vmlinuz-*")]
+    assert m.os is not None and (m.os.id, m.os.version_id) == ("debian", "12")
+    assert m.kubernetes.source == "dir" and m.kubernetes.kubectl
+    assert m.kubernetes.kubelet is None  # the dir: source holds kubectl only
+    assert (packer_root / "etc/kubernetes-version").read_text().strip() == m.kubernetes.kubectl
+    for stage in ("base disk (chroot, cloud-init role only)", "packer build (qemu)", "total"):
+        assert m.timings[stage] > 0, stage
+
+
+def test_inputs_hash_names_the_builder(packer_image: Path, built_image: Path) -> None:
+    """Same definition, roles and Kubernetes source; another builder is another image."""
+    packer = load_manifest(packer_image / "manifest.json").inputs_hash
+    chroot = load_manifest(built_image / "manifest.json").inputs_hash
+    assert packer and chroot and packer.startswith("sha256:") and packer != chroot
+
+
+def test_progress_shows_packer_and_the_roles(packer_image: Path) -> None:
+    printed = (packer_image.parent / "build-output.txt").read_text(encoding="utf-8")
+    assert "packer build (qemu) ..." in printed
+    assert "packer: ==> qemu.node: Waiting for SSH to become available..." in printed
+    assert "packer: ==> qemu.node: Gracefully halting virtual machine..." in printed
+    log = (packer_image / "build.log").read_text(encoding="utf-8")
+    assert "pyinfra" in log and "containerd config.toml" in log
