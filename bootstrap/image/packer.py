@@ -85,8 +85,9 @@ def _tail(path: Path, stop: threading.Event, progress: Progress) -> None:
 def run_packer(template: Path, variables: dict[str, str], work: Path,
                progress: Progress) -> None:
     log = work / "packer.log"
+    # Packer's cache (lock files, port reservations) goes in the work dir, not the cwd.
     os.environ.update({"PACKER_LOG": "1", "PACKER_LOG_PATH": str(log),
-                       "CHECKPOINT_DISABLE": "1"})
+                       "PACKER_CACHE_DIR": str(work / "packer_cache"), "CHECKPOINT_DISABLE": "1"})
     stop = threading.Event()
     tail = threading.Thread(target=_tail, args=(log, stop, progress), daemon=True)
     tail.start()
@@ -96,7 +97,7 @@ def run_packer(template: Path, variables: dict[str, str], work: Path,
     finally:
         stop.set()
         tail.join(timeout=5)
-        for k in ("PACKER_LOG", "PACKER_LOG_PATH"):
+        for k in ("PACKER_LOG", "PACKER_LOG_PATH", "PACKER_CACHE_DIR"):
             os.environ.pop(k, None)
     progress.log(out.decode(errors="replace"))
     progress.log(err.decode(errors="replace"))
