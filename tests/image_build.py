@@ -73,14 +73,16 @@ def require_build_host() -> None:
             pytest.skip(f"{tool} is not installed (scripts/setup installs it)")
 
 
-def build(out: Path, kdir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def build(
+    out: Path, kdir: Path, *extra: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """``nodesmith image build`` of the default definition with the kubectl ``dir:`` source."""
     proc = subprocess.run(
         [NODESMITH, "image", "build", str(REPO / "images/debian-12.yaml"),
          "--kubernetes-source", f"dir:{kdir}",
          "--kubernetes-version", kubectl_version(kdir / "kubectl"),
          "--output", str(out), *extra],
-        capture_output=True, text=True, timeout=1500, check=False,
+        capture_output=True, text=True, timeout=1500, check=False, cwd=cwd,
     )  # fmt: skip
     if proc.returncode != 0:
         pytest.fail(f"image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")

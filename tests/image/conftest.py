@@ -58,8 +58,9 @@ def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not shutil.which("packer") or not shutil.which("qemu-system-x86_64"):
         pytest.skip("packer and qemu are needed (scripts/setup installs them)")
     base = Path(tmp_path_factory.mktemp("packer", numbered=True))
+    (base / "cwd").mkdir()
     proc = build(base / "out", kube_dir(base / "k8s"), "--builder", "packer-qemu",
-                 "--format", "qcow2,raw")  # fmt: skip
+                 "--format", "qcow2,raw", cwd=base / "cwd")  # fmt: skip
     (base / "build-output.txt").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     return base / "out"
 

@@ -25,6 +25,8 @@ def test_artifacts_and_hashes(packer_image: Path) -> None:
     assert (packer_image / "build.log").stat().st_size > 1000
     assert sorted(p.name for p in packer_image.iterdir()) == [
         "build.log", "image.qcow2", "image.raw", "manifest.json"]  # fmt: skip
+    if (packer_image.parent / "cwd").is_dir():  # nothing (packer_cache/) left where it ran
+        assert list((packer_image.parent / "cwd").iterdir()) == []
 
 
 def test_manifest_describes_the_disk_packer_returned(
