@@ -2,8 +2,9 @@
 
 The cache (``~/.cache/nodesmith/apt/<suite>-<sources hash>/``) keeps the downloaded .debs
 and the apt lists. A warm build syncs both into the new root, skips ``apt-get update`` while
-the lists are younger than ``NODESMITH_APT_MAX_AGE`` seconds (default one day) and so needs
-no network at all; a cold build downloads, then syncs the cache back out.
+the lists are younger than ``NODESMITH_APT_MAX_AGE`` seconds (default one day) and needs no
+network when every .deb is cached (a new package, e.g. crun, is fetched once); a cold build
+downloads, then syncs the cache back out.
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def build_rootfs(defn: Definition, packages: list[str], target: Path, sources: s
     sources_file = target.parent / "apt.sources"
     sources_file.write_text(sources, encoding="utf-8")
     offline = lists_fresh(cache)
-    progress.say(f"  apt cache {cache} ({'warm, no network' if offline else 'refreshing lists'})")
+    state = ("warm: no apt update, only .debs missing from it are downloaded" if offline
+             else "refreshing the apt lists")
+    progress.say(f"  apt cache {cache} ({state})")
     progress.run(mmdebstrap_argv(defn, packages, target, sources_file, cache, offline),
                  what="mmdebstrap")
     if not offline:

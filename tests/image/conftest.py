@@ -48,9 +48,10 @@ def built_root(built_image: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture(scope="session")
 def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Output dir of ``--builder packer-qemu`` (qcow2 + raw): Packer's qemu builder boots the
-    base disk under TCG and the roles run over SSH. ``build-output.txt`` beside it holds what
-    the command printed. ``NODESMITH_TEST_PACKER_IMAGE=dir`` reuses an earlier build."""
+    """Output dir of ``--builder packer-qemu --oci-runtime crun`` (qcow2 + raw): Packer's qemu
+    builder boots the base disk under TCG and the roles run over SSH. ``build-output.txt``
+    beside it holds what the command printed. ``NODESMITH_TEST_PACKER_IMAGE=dir`` reuses an
+    earlier build."""
     reuse = os.environ.get("NODESMITH_TEST_PACKER_IMAGE")
     if reuse:
         return Path(reuse)
@@ -60,7 +61,7 @@ def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = Path(tmp_path_factory.mktemp("packer", numbered=True))
     (base / "cwd").mkdir()
     proc = build(base / "out", kube_dir(base / "k8s"), "--builder", "packer-qemu",
-                 "--format", "qcow2,raw", cwd=base / "cwd")  # fmt: skip
+                 "--oci-runtime", "crun", "--format", "qcow2,raw", cwd=base / "cwd")  # fmt: skip
     (base / "build-output.txt").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     return base / "out"
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from typing import Any
 
 import pytest
@@ -53,6 +55,32 @@ def test_oci_runtime_binary(host: Any, config_dump: str, record_property: Any) -
     res = host.run(f"command -v {binary} && {binary} --version")
     assert res.rc == 0, f"OCI runtime {binary!r} is not runnable: {res.stderr.strip()}"
     record_property("detail", res.stdout.splitlines()[1] if res.stdout.count("\n") > 1 else binary)
+
+
+def test_oci_runtime_runs_a_container(host: Any, config_dump: str, record_property: Any) -> None:
+    """One container, run by the OCI runtime itself. No image can be pulled here, so the
+    bundle's rootfs is a (non-recursive) bind mount of the node's own /, read-only inside."""
+    default = re.search(r'default_runtime_name = "([^"]+)"', config_dump)
+    names = re.findall(r'BinaryName = "([^"]*)"', config_dump)
+    binary = next((n for n in names if n), None) or (default.group(1) if default else "runc")
+    bundle = host.check_output("mktemp -d /tmp/oci-smoke.XXXXXX")
+    rootfs = f"{bundle}/rootfs"
+    try:
+        host.check_output(f"mkdir {rootfs} && mount --bind / {rootfs}")
+        host.check_output(f"cd {bundle} && {binary} spec")
+        spec = json.loads(host.file(f"{bundle}/config.json").content_string)
+        spec["root"] = {"path": "rootfs", "readonly": True}
+        spec["process"].update(terminal=False, args=["/bin/sh", "-c", "cat /proc/self/cgroup"])
+        host.check_output(f"printf %s {shlex.quote(json.dumps(spec))} > {bundle}/config.json")
+        res = host.run(f"cd {bundle} && {binary} run nodesmith-oci-smoke")
+    finally:
+        # Never rm -r here: rootfs is the node's / until it is unmounted.
+        host.run(f"{binary} delete --force nodesmith-oci-smoke; umount {rootfs} && rmdir "
+                 f"{rootfs} && rm -f {bundle}/config.json && rmdir {bundle}")
+    assert res.rc == 0, f"{binary} could not run a container: {res.stderr.strip()[-400:]}"
+    assert res.stdout.startswith("0::/"), res.stdout  # its own cgroup v2 path, from inside
+    assert not host.file(bundle).exists, f"{bundle} was not cleaned up"
+    record_property("detail", f"{binary} ran /bin/sh in a container: {res.stdout.strip()}")
 
 
 def test_cgroup_v2_systemd_driver(host: Any, config_dump: str) -> None:
