@@ -3,6 +3,7 @@
 # per-stage times from each manifest.json, plus artifact sizes.
 # Targets (2 cores, no KVM): cold <= 6 min, warm <= 3 min, compressed qcow2 <= 450 MB.
 # Usage: sudo bench/image.sh [DEFINITION] [FORMATS]     (run as root; heavy: one at a time)
+#        BUILDER=packer-qemu bench/image.sh images/debian-12.yaml qcow2,raw   (Packer, TCG)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEF=${1:-images/debian-12.yaml}
@@ -27,10 +28,11 @@ PYEOF
 
 for run in cold warm; do
   start=$(date +%s.%N)
-  "$NODESMITH" image build "$DEF" --format "$FORMATS" --output "$WORK/$run" 2>"$WORK/$run.err" \
+  "$NODESMITH" image build "$DEF" --format "$FORMATS" --builder "${BUILDER:-chroot}" \
+    --output "$WORK/$run" 2>"$WORK/$run.err" \
     || { cat "$WORK/$run.err" >&2; exit 1; }
   end=$(date +%s.%N)
   report "$run" "$WORK/$run" "$(echo "$end - $start" | bc)"
 done
 echo "raw allocated: $(du -h "$WORK/warm/image.raw" | cut -f1) (sparse, 4 GiB virtual)"
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, accel: none needed (chroot build)"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  host: $(nproc) cores, builder: ${BUILDER:-chroot}"

@@ -19,7 +19,9 @@ def nodesmith(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_wrong_sha256_stops_before_install(tmp_path: Path) -> None:
+@pytest.mark.parametrize("builder", ["chroot", "packer-qemu"])
+def test_wrong_sha256_stops_before_install(tmp_path: Path, builder: str) -> None:
+    """Both builders check a dir: source before any base disk, VM or Packer run."""
     kdir = kube_dir(tmp_path / "k8s", wrong_hash=True)
     out = tmp_path / "out"
     t0 = time.monotonic()
@@ -33,16 +35,18 @@ def test_wrong_sha256_stops_before_install(tmp_path: Path) -> None:
         kubectl_version(kdir / "kubectl"),
         "--output",
         str(out),
+        "--builder",
+        builder,
     )
     assert proc.returncode == 65, proc.stderr
-    assert time.monotonic() - t0 < 30  # no root filesystem was built
+    assert time.monotonic() - t0 < 30  # no root filesystem was built, no VM booted
     err = proc.stderr
     assert str(kdir / "kubectl") in err
     expected = (kdir / "SHA256SUMS").read_text().split()[0]
     assert expected in err
     actual = hashlib.sha256((kdir / "kubectl").read_bytes()).hexdigest()
     assert actual in err
-    assert "rootfs" not in err and "Traceback" not in err
+    assert "rootfs" not in err and "packer" not in err and "Traceback" not in err
     assert not out.exists()
     assert not list(tmp_path.glob(".out.partial-*"))
 
