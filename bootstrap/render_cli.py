@@ -49,6 +49,22 @@ def register(sub: Any) -> None:
     p.add_argument("--out-dir", metavar="DIR", help="with --all: write one file per Machine")
     p.add_argument("-o", "--output", choices=OUTPUTS, default="userdata")
     p.add_argument("--gzip", action="store_true", help="gzip the userdata value")
+    add_policy_arguments(p)
+    p.add_argument(
+        "--token-secret-out",
+        metavar="FILE",
+        help="write the generated bootstrap-token Secret(s) for the workload cluster",
+    )
+    p.add_argument(
+        "--secrets-out",
+        metavar="FILE",
+        help="write generated cluster CA Secrets (<cluster>-ca, -etcd, -proxy, -sa)",
+    )
+    p.set_defaults(func=run)
+
+
+def add_policy_arguments(p: argparse.ArgumentParser) -> None:
+    """The render policy flags ``render`` and ``serve`` share (see ``policy_options``)."""
     p.add_argument(
         "--image-manifest", metavar="FILE", help="manifest.json of the image the Machine boots"
     )
@@ -68,17 +84,18 @@ def register(sub: Any) -> None:
         metavar="DURATION",
         help="lifetime of a generated bootstrap token (default 15m)",
     )
-    p.add_argument(
-        "--token-secret-out",
-        metavar="FILE",
-        help="write the generated bootstrap-token Secret(s) for the workload cluster",
+
+
+def policy_options(args: argparse.Namespace, gzip: bool = False) -> RenderOptions:
+    """RenderOptions from ``add_policy_arguments``' flags (the manifest is read and checked
+    here, once, so a bad file fails at start-up rather than on every request)."""
+    return RenderOptions(
+        unsafe_skip_ca_verification=args.unsafe_skip_ca_verification,
+        image_manifest=load_manifest(args.image_manifest) if args.image_manifest else None,
+        allow_runtime_install=args.allow_runtime_install,
+        gzip=gzip,
+        token_ttl=parse_duration(args.token_ttl),
     )
-    p.add_argument(
-        "--secrets-out",
-        metavar="FILE",
-        help="write generated cluster CA Secrets (<cluster>-ca, -etcd, -proxy, -sa)",
-    )
-    p.set_defaults(func=run)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -117,14 +134,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--out-dir goes with --all")
     if args.all and not args.out_dir:
         raise UsageError("--all needs --out-dir DIR")
-    options = RenderOptions(
-        unsafe_skip_ca_verification=args.unsafe_skip_ca_verification,
-        image_manifest=load_manifest(args.image_manifest) if args.image_manifest else None,
-        allow_runtime_install=args.allow_runtime_install,
-        gzip=args.gzip,
-        token_ttl=parse_duration(args.token_ttl),
-    )
-    options = replace(options, now=options.clock())
+    options = policy_options(args, gzip=args.gzip)
+    options = replace(options, now=options.clock())  # one clock for every Machine of the run
     bundle = Bundle(load_paths(args.filename))
     if args.all:
         names = [f"{ns}/{name}" for ns, name in bundle.machines]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import NodesmithError, UsageError
+from .render_cli import add_policy_arguments, policy_options
 from .serve_auth import TokenStore
 from .serve_log import UVICORN_LOG_CONFIG
 from .serve_log import log_event as _log
@@ -261,7 +262,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         workers=args.workers,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
-        settings=ServeSettings(max_body=args.max_body_bytes, cpu_budget=args.cpu_budget),
+        settings=ServeSettings(
+            max_body=args.max_body_bytes, cpu_budget=args.cpu_budget, options=policy_options(args)
+        ),
     )
 
 
@@ -323,4 +326,6 @@ def register(subparsers: Any) -> None:
         help="CPU time one request may spend parsing and rendering before it is refused "
         "with 422 (default 2; 0 disables)",
     )
+    # The same render policy as `nodesmith render`, for every request this server answers.
+    add_policy_arguments(parser)
     parser.set_defaults(func=run)

@@ -662,3 +662,36 @@ def test_runaway_input_is_cut_off_by_the_cpu_budget(tmp_path: Path) -> None:
         assert srv.post(WORKER_YAML).status == 200
     finally:
         assert srv.stop() == 0
+
+
+def test_render_policy_flags_apply_to_every_request(tmp_path: Path) -> None:
+    """``serve --image-manifest`` refuses a Machine its image cannot run, as ``render`` does;
+    ``--allow-runtime-install`` turns that into an install step instead."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"schemaVersion": 1, "name": "debian-12",
+                                    "runtime": {"name": "containerd", "version": "1.6.20"},
+                                    "kubernetes": {"kubelet": "v1.30.6", "kubeadm": "v1.30.6"}}))
+    strict = ServeProcess(tmp_path / "strict", extra=["--image-manifest", str(manifest)])
+    strict.start()
+    try:
+        reply = strict.post(WORKER_YAML)
+        assert reply.status == 422, reply.body
+        err = reply.json()
+        assert err["reason"] == "KubeletMismatch" and err["field"] == "spec.version", err
+        assert "v1.31.4" in err["message"] and "v1.30.6" in err["message"]
+    finally:
+        assert strict.stop() == 0
+    lenient = ServeProcess(tmp_path / "lenient", extra=["--image-manifest", str(manifest),
+                                                          "--allow-runtime-install"])
+    lenient.start()
+    try:
+        reply = lenient.post(WORKER_YAML)
+        assert reply.status == 200, reply.body
+        assert b"kubelet=1.31.4-*" in _check_envelope(reply.json())
+    finally:
+        assert lenient.stop() == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schemaVersion": 1}')
+    bad = _serve_cli("--token-file", str(strict.token_file), "--image-manifest", str(broken))
+    assert bad.returncode == 65, bad.stderr  # refused at start-up, naming file and field
+    assert "broken.json runtime: Field required" in bad.stderr and "Traceback" not in bad.stderr
