@@ -34,7 +34,7 @@ MAX_NODES = 1_000_000
 
 def _documents(text: str, source: str) -> Iterator[dict[str, Any]]:
     try:
-        docs = yamlio.load_all(text)
+        docs, values = yamlio.load_all_counted(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -44,7 +44,8 @@ def _documents(text: str, source: str) -> Iterator[dict[str, Any]]:
         raise ParseError("document nests too deeply", reason="ParseError", obj=source) from None
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         raise ParseError(f"unreadable value: {exc}", reason="ParseError", obj=source) from None
-    _check_tree(docs, source)
+    if values is None or values >= MAX_NODES:  # else the builder has already checked it all
+        _check_tree(docs, source)
     for index, doc in enumerate(docs):
         yield from _flatten(doc, f"{source}[{index}]")
 

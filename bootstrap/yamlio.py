@@ -78,21 +78,39 @@ class _Fallback(Exception):
     """The document needs PyYAML's full constructor."""
 
 
-def _builder(loader: Any) -> Callable[[Node], Any]:
+class _Tally:
+    """What the builder saw: values built, and whether the result is a plain tree.
+
+    Plain means no collection was reached twice (no aliased map or list) and every string is
+    ASCII; then ``values`` is exactly the size of the expanded tree and no string can hold a
+    lone surrogate, so a caller need not walk the result again to check either.
+    """
+
+    def __init__(self) -> None:
+        self.values = 0
+        self.plain = True
+
+
+def _builder(loader: Any, tally: _Tally) -> Callable[[Node], Any]:
     scalars = {tag: getattr(loader, method) for tag, method in _SCALARS.items()}
     built: dict[int, Any] = {}
 
     def build(node: Node) -> Any:
+        tally.values += 1
         tag = node.tag
         if type(node) is ScalarNode:
             if tag == _STR:
-                return node.value
+                value = node.value
+                if not value.isascii():
+                    tally.plain = False
+                return value
             make = scalars.get(tag)
             if make is None:
                 raise _Fallback
             return make(node)
         done = built.get(id(node))
         if done is not None:
+            tally.plain = False  # an alias: the tree is larger than the nodes built
             return done
         if tag == _MAP and type(node) is MappingNode:
             mapping: dict[Any, Any] = {}
@@ -112,20 +130,28 @@ def _builder(loader: Any) -> Callable[[Node], Any]:
     return build
 
 
-def load_all(text: str) -> list[Any]:
-    """Every document of ``text``; raises what ``yaml.load_all`` would raise."""
+def load_all_counted(text: str) -> tuple[list[Any], int | None]:
+    """Every document of ``text``, and the number of values in them when that is known
+    without another walk (a plain tree, see ``_Tally``), else None."""
     loader = Loader(text)
     docs: list[Any] = []
+    tally = _Tally()
     try:
         while loader.check_node():
             node = loader.get_node()
             try:
-                docs.append(_builder(loader)(node))
+                docs.append(_builder(loader, tally)(node))
             except _Fallback:
+                tally.plain = False
                 docs.append(loader.construct_document(node))
     finally:
         loader.dispose()
-    return docs
+    return docs, tally.values if tally.plain else None
+
+
+def load_all(text: str) -> list[Any]:
+    """Every document of ``text``; raises what ``yaml.load_all`` would raise."""
+    return load_all_counted(text)[0]
 
 
 _NULL, _BOOL, _INT = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool",

@@ -234,3 +234,51 @@ def test_dump_keeps_multiline_files_readable() -> None:
     text = yamlio.dump({"content": "#!/bin/sh\necho hi\n", "odd": "bell\x07\nx"})
     assert text.startswith("content: |\n  #!/bin/sh\n  echo hi\n")
     assert 'odd: "bell\\a\\nx"' in text  # not printable: quoted and escaped instead
+
+
+def walk_count(docs: Any) -> int:
+    """Values in the expanded tree, as loader._check_tree counts them (the list included)."""
+    stack, seen = [docs], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            stack.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list):
+            stack.extend(item)
+    return seen
+
+
+@pytest.mark.parametrize("path", corpus()[:12], ids=lambda p: p.name)
+def test_counted_values_are_the_expanded_tree(path: Path) -> None:
+    docs, values = yamlio.load_all_counted(path.read_text(encoding="utf-8"))
+    if values is not None:  # plain trees only
+        assert values + 1 == walk_count(docs)
+
+
+def test_count_is_withheld_when_a_walk_is_still_needed() -> None:
+    docs, values = yamlio.load_all_counted("a: [x, y]\nb: {c: 1}\n")
+    assert values == walk_count(docs) - 1 == 9
+    assert yamlio.load_all_counted("a: &l [x, y]\nb: *l\n")[1] is None  # aliased list
+    assert yamlio.load_all_counted("a: é\n")[1] is None  # non-ASCII: surrogates possible
+    assert yamlio.load_all_counted("s: !!set {a}\n")[1] is None  # PyYAML built it
+    assert yamlio.load_all_counted("a: &s x\nb: *s\n")[1] == 5  # a scalar alias is one value
+
+
+def test_loader_still_refuses_alias_bombs_and_surrogates() -> None:
+    """The builder's count lets the loader skip its walk only for plain trees."""
+    from bootstrap.loader import MAX_NODES, ParseError, parse_json, parse_text
+
+    levels = zip("abcdef", "bcdefg", strict=True)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in levels
+    )
+    with pytest.raises(ParseError, match=f"more than {MAX_NODES} values"):
+        parse_text(bomb)
+    with pytest.raises(ParseError, match="invalid Unicode"):  # libyaml refuses it itself
+        parse_text('kind: "\\ud800"\n')
+    with pytest.raises(ParseError, match="lone surrogate"):  # JSON decodes it: the walk finds it
+        parse_json('{"kind": "\\ud800"}')
+    wide = "items:\n" + "".join(f"- {i}\n" for i in range(MAX_NODES))  # plain, but too many
+    with pytest.raises(ParseError, match=f"more than {MAX_NODES} values"):
+        parse_text(wide)
