@@ -31,15 +31,19 @@ DEFAULT_MACHINE = "default/worker-0"
 async def _client(
     host: str,
     port: int,
-    request: bytes,
+    requests: list[bytes],
     stop: float,
     latencies: list[float],
     errors: list[str],
     expect: int = 200,
+    first: int = 0,
 ) -> None:
     reader, writer = await asyncio.open_connection(host, port)
+    turn = first
     try:
         while time.perf_counter() < stop:
+            request = requests[turn % len(requests)]
+            turn += 1
             start = time.perf_counter()
             writer.write(request)
             head = await reader.readuntil(b"\r\n\r\n")
@@ -57,19 +61,23 @@ async def _client(
 
 
 async def _run(
-    host: str, port: int, request: bytes, clients: int, seconds: float, expect: int
+    host: str, port: int, request: list[bytes], clients: int, seconds: float, expect: int
 ) -> dict[str, float]:
     latencies: list[float] = []
     errors: list[str] = []
+    share = max(1, len(request) // clients)  # each client its own run of Machines
     # Warm up the connections and the workers before timing.
     warm = time.perf_counter() + 0.5
     await asyncio.gather(
-        *(_client(host, port, request, warm, [], [], expect) for _ in range(clients))
+        *(_client(host, port, request, warm, [], [], expect, i * share) for i in range(clients))
     )
     start = time.perf_counter()
     stop = start + seconds
     await asyncio.gather(
-        *(_client(host, port, request, stop, latencies, errors, expect) for _ in range(clients))
+        *(
+            _client(host, port, request, stop, latencies, errors, expect, i * share)
+            for i in range(clients)
+        )
     )
     elapsed = time.perf_counter() - start
     latencies.sort()
@@ -136,6 +144,15 @@ def main() -> int:
     ap.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE)
     ap.add_argument("--machine", default=DEFAULT_MACHINE)
     ap.add_argument("--json-body", action="store_true", help="send the bundle as JSON")
+    ap.add_argument(
+        "--machines",
+        type=int,
+        default=1,
+        metavar="N",
+        help="cycle through N Machines of the same cluster (worker-0 renamed worker-0..N-1 in "
+        "the Machine and its KubeadmConfig; Cluster and CA Secret unchanged), as a controller "
+        "reconciling N Machines sends them",
+    )
     ap.add_argument("--concurrency", default="16,64")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -147,15 +164,17 @@ def main() -> int:
     )
     args = ap.parse_args()
 
-    body = args.bundle.read_bytes()
-    content_type = "application/yaml"
-    if args.json_body:
-        import yaml
-
-        body = json.dumps(list(yaml.safe_load_all(body))).encode()
-        content_type = "application/json"
+    content_type = "application/json" if args.json_body else "application/yaml"
     namespace, _, name = args.machine.rpartition("/")
-    path = f"/v1/machines/{namespace or 'default'}/{name}/userdata"
+    variants = []  # (path, body) per Machine
+    for i in range(args.machines):
+        own = name if args.machines == 1 else f"{name.rsplit('-', 1)[0]}-{i}"
+        body = args.bundle.read_bytes().replace(name.encode(), own.encode())
+        if args.json_body:
+            import yaml
+
+            body = json.dumps(list(yaml.safe_load_all(body))).encode()
+        variants.append((f"/v1/machines/{namespace or 'default'}/{own}/userdata", body))
 
     proc = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,19 +190,20 @@ def main() -> int:
             host = "127.0.0.1"
         if args.overhead:
             token = "wrong-" + token
-        request = _request(path, f"{host}:{port}", token, body, content_type)
+        requests = [_request(p, f"{host}:{port}", token, b, content_type) for p, b in variants]
         try:
             load = os.getloadavg()
             print(
                 f"nodesmith serve bench: {args.bundle.name} as {content_type}, "
-                f"{len(body)} B body, workers={args.workers if proc else '?'}, "
+                f"{len(variants[0][1])} B body, {args.machines} Machine(s), "
+                f"workers={args.workers if proc else '?'}, "
                 f"cpus={os.cpu_count()}, loadavg before={load[0]:.2f}"
             )
             pids = _server_pids(proc) if proc else []
             for clients in (int(c) for c in args.concurrency.split(",")):
                 server_cpu, client_cpu = _cpu_seconds(pids), time.process_time()
                 expect = 401 if args.overhead else 200
-                r = asyncio.run(_run(host, port, request, clients, args.seconds, expect))
+                r = asyncio.run(_run(host, port, requests, clients, args.seconds, expect))
                 server_cpu = _cpu_seconds(pids) - server_cpu
                 client_cpu = time.process_time() - client_cpu
                 print(

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from . import yamlio
+from .doccache import DocumentCache
 from .errors import TerminalError
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -32,9 +33,11 @@ class ParseError(TerminalError):
 MAX_NODES = 1_000_000
 
 
-def _documents(text: str, source: str) -> Iterator[dict[str, Any]]:
+def _documents(
+    text: str, source: str, cache: DocumentCache | None = None
+) -> Iterator[dict[str, Any]]:
     try:
-        docs, values = yamlio.load_all_counted(text)
+        docs, values = (cache or yamlio).load_all_counted(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -106,14 +109,20 @@ def _flatten(doc: Any, where: str) -> Iterator[dict[str, Any]]:
     yield doc
 
 
-def parse_text(text: str | bytes, source: str = "<input>") -> list[dict[str, Any]]:
-    """Parse multi-document YAML (JSON is YAML) into a list of object mappings."""
+def parse_text(
+    text: str | bytes, source: str = "<input>", cache: DocumentCache | None = None
+) -> list[dict[str, Any]]:
+    """Parse multi-document YAML (JSON is YAML) into a list of object mappings.
+
+    With ``cache`` (the server's), documents seen before are not parsed again; the objects
+    returned are then shared with other callers and must not be modified.
+    """
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise ParseError("input is not UTF-8", reason="ParseError", obj=source) from None
-    return list(_documents(text, source))
+    return list(_documents(text, source, cache))
 
 
 def parse_json(text: str | bytes, source: str = "<input>") -> list[dict[str, Any]]:

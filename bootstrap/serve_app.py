@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from .doccache import DocumentCache
 from .errors import NodesmithError, TransientError
 from .loader import parse_json, parse_text
 from .outputs import bootstrap_secret, json_envelope
@@ -215,14 +216,17 @@ def _close(close: bool) -> dict[str, str]:
     return {"connection": "close"} if close else {}
 
 
-def parse_body(media_type: str, body: bytes) -> list[dict[str, Any]]:
-    """The bundle's objects, through the same loader the CLI uses."""
+def parse_body(
+    media_type: str, body: bytes, cache: DocumentCache | None = None
+) -> list[dict[str, Any]]:
+    """The bundle's objects, through the same loader the CLI uses (YAML documents this
+    worker has parsed before come from ``cache``)."""
     if not body.strip():
         raise HTTPError(400, "EmptyBody", "the request body holds no objects")
     try:
         if media_type in JSON_TYPES:
             return parse_json(body, "request body")
-        return parse_text(body, "request body")
+        return parse_text(body, "request body", cache)
     except NodesmithError:
         raise
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -249,6 +253,7 @@ class UserdataApp:
         self.log_fd = log_fd
         self.pid = os.getpid()
         self._openapi = json.dumps(openapi_document(settings.max_body)).encode()
+        self.documents = DocumentCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -350,7 +355,7 @@ class UserdataApp:
         if gzip != options.gzip:
             options = dataclasses.replace(options, gzip=gzip)
         with cpu_budget(self.settings.cpu_budget):
-            objects = parse_body(media_type, body)
+            objects = parse_body(media_type, body, self.documents)
             result = render_machine(objects, f"{namespace}/{name}", options)
         payload = bootstrap_secret(result) if output == "secret" else json_envelope(result)
         if result.bootstrap_token_secret is not None:
