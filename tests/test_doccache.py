@@ -92,6 +92,11 @@ def test_shared_documents_are_parsed_once_and_bounded() -> None:
     for i in range(10):
         cache.load_all_counted(f"k: {i}\n")
     assert cache._chars <= 100
+    few = DocumentCache(max_entries=3)
+    for i in range(10):
+        few.load_all_counted(f"k: {i}\n")
+    assert len(few._entries) == 3 and few.load_all_counted("k: 9\n")[0] == [{"k": 9}]
+    assert few.hits == 1
 
 
 def bundles() -> list[Path]:
