@@ -7,6 +7,7 @@ minimal asyncio HTTP/1.1 loop so that it leaves the CPU to the server (both shar
 
     .venv/bin/python bench/serve.py                       # worker-join bundle, 16 and 64 clients
     .venv/bin/python bench/serve.py --bundle FILE --machine NS/NAME --concurrency 16,64
+    .venv/bin/python bench/serve.py --machines 20000     # a new Machine of one cluster each time
 """
 
 from __future__ import annotations
