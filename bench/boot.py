@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from standin.bundle import worker_bundle  # noqa: E402
 
 from bootstrap import vm  # noqa: E402
-from bootstrap.accel import choose  # noqa: E402
-from bootstrap.loader import load_paths  # noqa: E402
 from bootstrap.render import RenderOptions, render_machine  # noqa: E402
+from bootstrap.render.loader import load_paths  # noqa: E402
+from bootstrap.vm.accel import choose  # noqa: E402
 
 # Cheap shell tests only: a python3 or cloud-init call costs seconds under TCG and would blur
 # the figures. result.json is written when cloud-init's last stage has finished.
@@ -53,11 +53,21 @@ done
 
 def one_run(image: Path, accel: str, work: Path, index: int) -> dict[str, float | str]:
     bundle = worker_bundle(work / f"run{index}", {"bench-0": {"mode": "succeed"}})
-    userdata = render_machine(load_paths([str(bundle)]), "default/bench-0",
-                              RenderOptions(unsafe_skip_ca_verification=True)).userdata
+    userdata = render_machine(
+        load_paths([str(bundle)]),
+        "default/bench-0",
+        RenderOptions(unsafe_skip_ca_verification=True),
+    ).userdata
     root = work / "state"
-    state = vm.up(image, userdata, name="bench-0", machine="default/bench-0",
-                  accel=choose(accel), root=root, progress=lambda line: None)
+    state = vm.up(
+        image,
+        userdata,
+        name="bench-0",
+        machine="default/bench-0",
+        accel=choose(accel),
+        root=root,
+        progress=lambda line: None,
+    )
     result: dict[str, float | str] = {"accel": state.accel, "ssh": state.ssh_ready_s or 0.0}
     try:
         client = vm.pinned_client(state)
@@ -86,16 +96,21 @@ def main() -> int:
         for i in range(args.runs):
             r = one_run(args.image, args.accel, Path(tmp), i)
             runs.append(r)
-            print(f"run {i + 1}: accel={r['accel']} ssh={r['ssh']:.1f}s "
-                  f"cloud-init={r.get('cloud_init', float('nan')):.1f}s "
-                  f"({r.get('cloud_init_status')}) "
-                  f"bootstrap={r.get('bootstrap', float('nan')):.1f}s "
-                  f"({r.get('bootstrap_phase')})", flush=True)
+            print(
+                f"run {i + 1}: accel={r['accel']} ssh={r['ssh']:.1f}s "
+                f"cloud-init={r.get('cloud_init', float('nan')):.1f}s "
+                f"({r.get('cloud_init_status')}) "
+                f"bootstrap={r.get('bootstrap', float('nan')):.1f}s "
+                f"({r.get('bootstrap_phase')})",
+                flush=True,
+            )
     for key in ("ssh", "bootstrap", "cloud_init"):
         values = [float(r[key]) for r in runs if key in r]
         if values:
-            print(f"{key:<11} median {statistics.median(values):6.1f}s  "
-                  f"min {min(values):6.1f}s  max {max(values):6.1f}s  (n={len(values)})")
+            print(
+                f"{key:<11} median {statistics.median(values):6.1f}s  "
+                f"min {min(values):6.1f}s  max {max(values):6.1f}s  (n={len(values)})"
+            )
     print(json.dumps({"runs": runs}))
     return 0
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bootstrap import pki  # noqa: E402
 from bootstrap.render import RenderOptions, render_machine  # noqa: E402
-from bootstrap.resolve import Bundle  # noqa: E402
+from bootstrap.render.resolve import Bundle  # noqa: E402
 
 TARGET_RATE = 2000
 TARGET_SIZE = 4096

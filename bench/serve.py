@@ -121,7 +121,7 @@ def _request(path: str, host: str, token: str, body: bytes, content_type: str) -
 
 def _start_server(workers: int, token_file: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     log_fh = log.open("wb")
-    cmd = [sys.executable, "-m", "bootstrap.cli", "serve", "--listen", "127.0.0.1:0",
+    cmd = [sys.executable, "-m", "bootstrap.cli.main", "serve", "--listen", "127.0.0.1:0",
            "--token-file", str(token_file), "--workers", str(workers)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_fh, cwd=ROOT)
     deadline = time.monotonic() + 20

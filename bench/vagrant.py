@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bootstrap.netns import LibvirtNetns  # noqa: E402
+from bootstrap.vm.netns import LibvirtNetns  # noqa: E402
 
 NODESMITH = str(Path(sys.executable).parent / "nodesmith")
 
@@ -31,8 +31,9 @@ def timed(label: str, argv: list[str], env: dict[str, str]) -> float:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     took = time.monotonic() - start
     if proc.returncode != 0:
-        raise SystemExit(f"{label} failed ({proc.returncode}):\n{proc.stdout[-2000:]}"
-                         f"\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"{label} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
     print(f"{label:<28} {took:7.1f} s", flush=True)
     return took
 
@@ -49,25 +50,50 @@ def main() -> int:
     tag = str(os.getpid())
     ns = LibvirtNetns(f"nodesmith-bv-{tag}")
     box = f"nodesmith-bench/debian-12-{tag}"
-    env = dict(os.environ, VAGRANT_HOME=str(work / "vagrant.d"),
-               VAGRANT_DOTFILE_PATH=str(work / "dot"), VAGRANT_CWD=str(REPO),
-               VAGRANT_CHECKPOINT_DISABLE="1", NODESMITH=NODESMITH,
-               NODESMITH_CLUSTER_DIR=str(work / "cluster"),
-               NODESMITH_WORKERS=str(args.workers), NODESMITH_BOX=box)
-    print(f"nodes: 1 control plane + {args.workers} worker(s), {args.cpus} vCPU, "
-          f"{args.memory} MiB each; host load {os.getloadavg()[0]:.1f}", flush=True)
+    env = dict(
+        os.environ,
+        VAGRANT_HOME=str(work / "vagrant.d"),
+        VAGRANT_DOTFILE_PATH=str(work / "dot"),
+        VAGRANT_CWD=str(REPO),
+        VAGRANT_CHECKPOINT_DISABLE="1",
+        NODESMITH=NODESMITH,
+        NODESMITH_CLUSTER_DIR=str(work / "cluster"),
+        NODESMITH_WORKERS=str(args.workers),
+        NODESMITH_BOX=box,
+    )
+    print(
+        f"nodes: 1 control plane + {args.workers} worker(s), {args.cpus} vCPU, "
+        f"{args.memory} MiB each; host load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     try:
-        timed("local-cluster init", [NODESMITH, "local-cluster", "init", "--dir",
-                                     str(work / "cluster"), "--workers", str(args.workers),
-                                     "--cpus", str(args.cpus), "--memory", str(args.memory)], env)
+        timed(
+            "local-cluster init",
+            [
+                NODESMITH,
+                "local-cluster",
+                "init",
+                "--dir",
+                str(work / "cluster"),
+                "--workers",
+                str(args.workers),
+                "--cpus",
+                str(args.cpus),
+                "--memory",
+                str(args.memory),
+            ],
+            env,
+        )
         ns.start()
-        timed("vagrant box add", ns.argv(["vagrant", "box", "add", "--name", box,
-                                          str(args.box)]), env)
+        timed(
+            "vagrant box add", ns.argv(["vagrant", "box", "add", "--name", box, str(args.box)]), env
+        )
         timed(f"vagrant up ({args.workers + 1} nodes)", ns.argv(["vagrant", "up"]), env)
         timed("vagrant destroy -f", ns.argv(["vagrant", "destroy", "-f"]), env)
     finally:
-        subprocess.run(ns.argv(["vagrant", "destroy", "-f"]), env=env, capture_output=True,
-                       check=False)
+        subprocess.run(
+            ns.argv(["vagrant", "destroy", "-f"]), env=env, capture_output=True, check=False
+        )
         if ns.exists():
             for line in ns.virsh("vol-list", "default").stdout.splitlines()[2:]:
                 name = line.split()[0] if line.split() else ""

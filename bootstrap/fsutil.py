@@ -39,3 +39,12 @@ def replace_dir(staging: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         staging.rename(target)
+
+
+def default_cache_dir() -> Path:
+    """``$NODESMITH_CACHE``, else ``$XDG_CACHE_HOME/nodesmith`` or ``~/.cache/nodesmith``."""
+    env = os.environ.get("NODESMITH_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nodesmith"

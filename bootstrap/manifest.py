@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import TerminalError
+from bootstrap.errors import TerminalError
 
 SCHEMA_VERSION = 1
 

@@ -9,14 +9,20 @@ from io import StringIO
 
 from pyinfra.operations import apt, files
 
-apt.packages(name="cloud-init packages", packages=["cloud-init", "cloud-guest-utils"],
-             no_recommends=True)
+apt.packages(
+    name="cloud-init packages", packages=["cloud-init", "cloud-guest-utils"], no_recommends=True
+)
 
 files.put(
     name="datasource list",
-    src=StringIO("# Written by nodesmith (roles/cloud_init.py).\n"
-                 "datasource_list: [ NoCloud, ConfigDrive, OpenStack, Ec2, GCE, Azure, None ]\n"),
-    dest="/etc/cloud/cloud.cfg.d/90_dpkg.cfg", mode="0644", user="root", group="root",
+    src=StringIO(
+        "# Written by nodesmith (roles/cloud_init.py).\n"
+        "datasource_list: [ NoCloud, ConfigDrive, OpenStack, Ec2, GCE, Azure, None ]\n"
+    ),
+    dest="/etc/cloud/cloud.cfg.d/90_dpkg.cfg",
+    mode="0644",
+    user="root",
+    group="root",
 )
 files.put(
     name="nodesmith cloud-init defaults",
@@ -27,14 +33,23 @@ files.put(
         "manage_etc_hosts: true\n"
         "locale: en_US.UTF-8\n"
     ),
-    dest="/etc/cloud/cloud.cfg.d/91_nodesmith.cfg", mode="0644", user="root", group="root",
+    dest="/etc/cloud/cloud.cfg.d/91_nodesmith.cfg",
+    mode="0644",
+    user="root",
+    group="root",
 )
 # ifupdown reads the interface files cloud-init renders into interfaces.d.
 files.put(
     name="network interfaces",
-    src=StringIO("# Written by nodesmith; cloud-init renders interfaces.d/50-cloud-init\n"
-                 "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n"),
-    dest="/etc/network/interfaces", mode="0644", user="root", group="root",
+    src=StringIO(
+        "# Written by nodesmith; cloud-init renders interfaces.d/50-cloud-init\n"
+        "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n"
+    ),
+    dest="/etc/network/interfaces",
+    mode="0644",
+    user="root",
+    group="root",
 )
-files.directory(name="interfaces.d", path="/etc/network/interfaces.d", mode="0755",
-                user="root", group="root")
+files.directory(
+    name="interfaces.d", path="/etc/network/interfaces.d", mode="0755", user="root", group="root"
+)

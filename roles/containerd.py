@@ -45,27 +45,46 @@ imports = ["/etc/containerd/conf.d/*.toml"]
 for d in ("/etc/containerd", "/etc/containerd/conf.d", "/etc/containerd/certs.d"):
     files.directory(name=f"{d}", path=d, mode="0755", user="root", group="root")
 
-config = files.put(name="containerd config.toml", src=StringIO(CONFIG),
-                   dest="/etc/containerd/config.toml", mode="0644", user="root", group="root")
+config = files.put(
+    name="containerd config.toml",
+    src=StringIO(CONFIG),
+    dest="/etc/containerd/config.toml",
+    mode="0644",
+    user="root",
+    group="root",
+)
 
-files.directory(name="containerd drop-in dir", path="/etc/systemd/system/containerd.service.d",
-                mode="0755", user="root", group="root")
+files.directory(
+    name="containerd drop-in dir",
+    path="/etc/systemd/system/containerd.service.d",
+    mode="0755",
+    user="root",
+    group="root",
+)
 files.put(
     name="containerd limits drop-in",
     src=StringIO("[Service]\nOOMScoreAdjust=-999\nTasksMax=infinity\nLimitNOFILE=1048576\n"),
     dest="/etc/systemd/system/containerd.service.d/10-nodesmith.conf",
-    mode="0644", user="root", group="root",
+    mode="0644",
+    user="root",
+    group="root",
 )
 
 files.put(
     name="crictl config",
-    src=StringIO(f"runtime-endpoint: unix://{SOCKET}\nimage-endpoint: unix://{SOCKET}\n"
-                 "timeout: 10\n"),
-    dest="/etc/crictl.yaml", mode="0644", user="root", group="root",
+    src=StringIO(
+        f"runtime-endpoint: unix://{SOCKET}\nimage-endpoint: unix://{SOCKET}\ntimeout: 10\n"
+    ),
+    dest="/etc/crictl.yaml",
+    mode="0644",
+    user="root",
+    group="root",
 )
 
 server.shell(name="containerd enabled", commands=["systemctl enable containerd"])
 
 if LIVE:
-    server.shell(name="containerd restarted",
-                 commands=["systemctl daemon-reload", "systemctl restart containerd"])
+    server.shell(
+        name="containerd restarted",
+        commands=["systemctl daemon-reload", "systemctl restart containerd"],
+    )

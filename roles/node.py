@@ -13,8 +13,20 @@ LIVE = str(host.data.get("live", "false")).lower() == "true"
 APT_UPDATE = str(host.data.get("apt_update", "false")).lower() == "true"
 
 NODE_PACKAGES = [
-    "chrony", "conntrack", "socat", "ebtables", "iptables", "e2fsprogs", "cloud-guest-utils",
-    "fdisk", "locales", "dbus", "sudo", "ca-certificates", "curl", "openssh-server",
+    "chrony",
+    "conntrack",
+    "socat",
+    "ebtables",
+    "iptables",
+    "e2fsprogs",
+    "cloud-guest-utils",
+    "fdisk",
+    "locales",
+    "dbus",
+    "sudo",
+    "ca-certificates",
+    "curl",
+    "openssh-server",
 ]
 
 SYSCTLS = {
@@ -34,36 +46,53 @@ SYSCTLS = {
 if APT_UPDATE:
     apt.update(name="apt update", cache_time=3600)
 
-apt.packages(name="node packages", packages=NODE_PACKAGES, no_recommends=True,
-             extra_install_args="-o Dpkg::Options::=--force-confold")
+apt.packages(
+    name="node packages",
+    packages=NODE_PACKAGES,
+    no_recommends=True,
+    extra_install_args="-o Dpkg::Options::=--force-confold",
+)
 
 files.put(
     name="kernel modules for containers (overlay, br_netfilter)",
     src=StringIO("overlay\nbr_netfilter\n"),
-    dest="/etc/modules-load.d/kubernetes.conf", mode="0644", user="root", group="root",
+    dest="/etc/modules-load.d/kubernetes.conf",
+    mode="0644",
+    user="root",
+    group="root",
 )
 # bbr needs its module loaded before sysctl applies the setting at boot.
 files.put(
     name="tcp_bbr module",
     src=StringIO("tcp_bbr\n"),
-    dest="/etc/modules-load.d/tcp-bbr.conf", mode="0644", user="root", group="root",
+    dest="/etc/modules-load.d/tcp-bbr.conf",
+    mode="0644",
+    user="root",
+    group="root",
 )
 files.put(
     name="image-builder sysctls",
     src=StringIO("".join(f"{k} = {v}\n" for k, v in SYSCTLS.items())),
-    dest="/etc/sysctl.d/99-kubernetes.conf", mode="0644", user="root", group="root",
+    dest="/etc/sysctl.d/99-kubernetes.conf",
+    mode="0644",
+    user="root",
+    group="root",
 )
 
 server.shell(
     name="swap off in fstab",
-    commands=["sed -i -E 's@^([^#].*[[:space:]]swap[[:space:]].*)$@# \\1@' /etc/fstab"
-              " 2>/dev/null || true"],
+    commands=[
+        "sed -i -E 's@^([^#].*[[:space:]]swap[[:space:]].*)$@# \\1@' /etc/fstab 2>/dev/null || true"
+    ],
 )
 
-files.line(name="en_US.UTF-8 in locale.gen", path="/etc/locale.gen",
-           line="^# *en_US.UTF-8 UTF-8", replace="en_US.UTF-8 UTF-8")
-server.shell(name="locale-gen",
-             commands=["locale-gen", "update-locale LANG=en_US.UTF-8"])
+files.line(
+    name="en_US.UTF-8 in locale.gen",
+    path="/etc/locale.gen",
+    line="^# *en_US.UTF-8 UTF-8",
+    replace="en_US.UTF-8 UTF-8",
+)
+server.shell(name="locale-gen", commands=["locale-gen", "update-locale LANG=en_US.UTF-8"])
 
 server.shell(name="chrony enabled", commands=["systemctl enable chrony"])
 # apt-daily and unattended upgrades must not change a node behind the cluster's back.

@@ -18,25 +18,45 @@ server.shell(
     commands=[
         "for p in " + " ".join(HOLD) + "; do "
         "if dpkg-query -W -f='${Status}' \"$p\" 2>/dev/null | grep -q 'ok installed'; "
-        "then apt-mark hold \"$p\"; fi; done",
+        'then apt-mark hold "$p"; fi; done',
     ],
 )
 
-files.directory(name="ssh drop-in dir", path="/etc/systemd/system/ssh.service.d",
-                mode="0755", user="root", group="root")
+files.directory(
+    name="ssh drop-in dir",
+    path="/etc/systemd/system/ssh.service.d",
+    mode="0755",
+    user="root",
+    group="root",
+)
 files.put(
     name="ssh host keys regenerated on first boot",
-    src=StringIO("[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\n"
-                 "ExecStartPre=/usr/sbin/sshd -t\n"),
-    dest="/etc/systemd/system/ssh.service.d/10-hostkeys.conf", mode="0644",
-    user="root", group="root",
+    src=StringIO(
+        "[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\n"
+        "ExecStartPre=/usr/sbin/sshd -t\n"
+    ),
+    dest="/etc/systemd/system/ssh.service.d/10-hostkeys.conf",
+    mode="0644",
+    user="root",
+    group="root",
 )
 
-files.put(name="hostname", src=StringIO("localhost\n"), dest="/etc/hostname", mode="0644",
-          user="root", group="root")
-files.put(name="hosts", src=StringIO("127.0.0.1 localhost\n::1 localhost ip6-localhost "
-                                     "ip6-loopback\n"),
-          dest="/etc/hosts", mode="0644", user="root", group="root")
+files.put(
+    name="hostname",
+    src=StringIO("localhost\n"),
+    dest="/etc/hostname",
+    mode="0644",
+    user="root",
+    group="root",
+)
+files.put(
+    name="hosts",
+    src=StringIO("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"),
+    dest="/etc/hosts",
+    mode="0644",
+    user="root",
+    group="root",
+)
 
 server.shell(
     name="clean for cloning",
@@ -63,5 +83,7 @@ if not LIVE:
     # The build host's resolv.conf was copied in for the build; dhclient writes the node's.
     server.shell(name="drop build resolv.conf", commands=["rm -f /etc/resolv.conf"])
 else:
-    server.shell(name="journal vacuum",
-                 commands=["journalctl --rotate || true", "journalctl --vacuum-time=1s || true"])
+    server.shell(
+        name="journal vacuum",
+        commands=["journalctl --rotate || true", "journalctl --vacuum-time=1s || true"],
+    )

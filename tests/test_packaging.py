@@ -39,7 +39,7 @@ def test_wheel_ships_data_and_renders_outside_the_checkout(tmp_path: Path) -> No
         "bootstrap/_data/cloudinit/nodesmith-bootstrap.py",
         "bootstrap/_data/images/debian-12.yaml",
         "bootstrap/_data/roles/containerd.py",
-        "bootstrap/schemas/kubeadm.k8s.io_v1beta4.json",
+        "bootstrap/render/schemas/kubeadm.k8s.io_v1beta4.json",
     ):
         assert required in names, f"{required} missing from {wheel.name}"
     assert not any(n.startswith("cloudinit/") for n in names), "cloudinit must not be a package"
@@ -49,10 +49,11 @@ def test_wheel_ships_data_and_renders_outside_the_checkout(tmp_path: Path) -> No
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import bootstrap, bootstrap.cli;"
+        "import sys; sys.path.insert(0, sys.argv[1]); import bootstrap, bootstrap.cli.main;"
         "assert bootstrap.__file__.startswith(sys.argv[1]), bootstrap.__file__;"
         "from bootstrap.resources import data_dir; print(data_dir('cloudinit'));"
-        "sys.exit(bootstrap.cli.main(['render', '-f', sys.argv[2], '--all', '--out-dir', 'out']))"
+        "sys.exit(bootstrap.cli.main.main("
+        "['render', '-f', sys.argv[2], '--all', '--out-dir', 'out']))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(site), str(REPO / "examples")],

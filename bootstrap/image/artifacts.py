@@ -12,9 +12,9 @@ import os
 import tarfile
 from pathlib import Path
 
-from ..manifest import Artifact
-from .kubernetes import sha256_file
-from .progress import Progress
+from bootstrap.checksums import sha256_file
+from bootstrap.manifest import Artifact
+from bootstrap.progress import Progress
 
 VAGRANT_INSECURE_KEY = (
     "ssh-rsa AAAAB3NzaC1yc2EAAAABIwAAAQEA6NF8iallvQVp22WDkTkyrtvp9eWW6A8YVr+kz4TjGYe7gHzIw+niNl"
@@ -39,17 +39,30 @@ end
 
 def qcow2(raw: Path, out: Path, progress: Progress) -> None:
     """Compressed qcow2 (zlib: readable by every qemu/libvirt in use)."""
-    progress.run(["qemu-img", "convert", "-c", "-p", "-O", "qcow2", "-o", "cluster_size=65536",
-                  str(raw), str(out)], what="qemu-img convert")
+    progress.run(
+        [
+            "qemu-img",
+            "convert",
+            "-c",
+            "-p",
+            "-O",
+            "qcow2",
+            "-o",
+            "cluster_size=65536",
+            str(raw),
+            str(out),
+        ],
+        what="qemu-img convert",
+    )
 
 
 def box(qcow: Path, out: Path, virtual_size_gib: int) -> None:
     """A Vagrant libvirt box: metadata.json, Vagrantfile and box.img (the qcow2) in a tar."""
-    metadata = json.dumps({"provider": "libvirt", "format": "qcow2",
-                           "virtual_size": virtual_size_gib}, indent=2).encode()
+    metadata = json.dumps(
+        {"provider": "libvirt", "format": "qcow2", "virtual_size": virtual_size_gib}, indent=2
+    ).encode()
     with tarfile.open(out, "w") as tar:
-        for name, data in (("metadata.json", metadata),
-                           ("Vagrantfile", BOX_VAGRANTFILE.encode())):
+        for name, data in (("metadata.json", metadata), ("Vagrantfile", BOX_VAGRANTFILE.encode())):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             info.mode = 0o644
@@ -58,5 +71,6 @@ def box(qcow: Path, out: Path, virtual_size_gib: int) -> None:
 
 
 def describe(path: Path, base: Path) -> Artifact:
-    return Artifact(path=str(path.relative_to(base)), sha256=sha256_file(path),
-                    size=os.stat(path).st_size)
+    return Artifact(
+        path=str(path.relative_to(base)), sha256=sha256_file(path), size=os.stat(path).st_size
+    )

@@ -18,14 +18,22 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import TerminalError
-from ..fsutil import replace_dir
-from ..manifest import Artifact, ImageManifest, KubernetesBinaries, OCIRuntime, OSInfo, Runtime
-from . import artifacts, disk, inspect_root, kubernetes, rootfs, sources
-from .definition import Definition, Options
-from .progress import Progress
-from .roles import ROLE_ORDER, apply_chroot, role_files
-from .workspace import remove_tree
+from bootstrap.checksums import sha256_file
+from bootstrap.errors import TerminalError
+from bootstrap.fsutil import replace_dir
+from bootstrap.image import artifacts, disk, inspect_root, kubernetes, rootfs, sources
+from bootstrap.image.definition import Definition, Options
+from bootstrap.image.roles import ROLE_ORDER, apply_chroot, role_files
+from bootstrap.image.workspace import remove_tree
+from bootstrap.manifest import (
+    Artifact,
+    ImageManifest,
+    KubernetesBinaries,
+    OCIRuntime,
+    OSInfo,
+    Runtime,
+)
+from bootstrap.progress import Progress
 
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 
@@ -59,7 +67,7 @@ def inputs_hash(
     h.update(json.dumps(opt, sort_keys=True).encode())
     h.update(apt_sources.encode())
     for name, p in sorted(kube_files.items()):
-        h.update(f"{name}={kubernetes.sha256_file(p)}".encode())
+        h.update(f"{name}={sha256_file(p)}".encode())
     return h.hexdigest()
 
 

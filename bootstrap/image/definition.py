@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import TerminalError, UsageError, invalid
+from bootstrap.errors import TerminalError, UsageError, invalid
 
 FORMATS = ("qcow2", "raw", "box")
 OCI_RUNTIMES = ("runc", "crun")
@@ -71,8 +71,9 @@ class Options:
 
 def _need(raw: dict[str, Any], key: str, src: str) -> Any:
     if key not in raw:
-        raise TerminalError("required field is missing", obj=src, field=key,
-                            reason="ImageDefinitionInvalid")
+        raise TerminalError(
+            "required field is missing", obj=src, field=key, reason="ImageDefinitionInvalid"
+        )
     return raw[key]
 
 
@@ -95,16 +96,21 @@ def load_definition(path: str | Path) -> Definition:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise TerminalError(f"cannot read image definition: {exc.strerror}", obj=src,
-                            reason="ImageDefinitionUnreadable") from None
+        raise TerminalError(
+            f"cannot read image definition: {exc.strerror}",
+            obj=src,
+            reason="ImageDefinitionUnreadable",
+        ) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TerminalError(f"image definition is not YAML: {exc}", obj=src,
-                            reason="ImageDefinitionInvalid") from None
+        raise TerminalError(
+            f"image definition is not YAML: {exc}", obj=src, reason="ImageDefinitionInvalid"
+        ) from None
     if not isinstance(raw, dict):
-        raise TerminalError("image definition must be a mapping", obj=src,
-                            reason="ImageDefinitionInvalid")
+        raise TerminalError(
+            "image definition must be a mapping", obj=src, reason="ImageDefinitionInvalid"
+        )
     packages = _need(raw, "packages", src)
     if not isinstance(packages, list) or not all(
         isinstance(x, str) and re.fullmatch(r"[a-z0-9][a-z0-9+.\-]+", x) for x in packages
@@ -140,8 +146,11 @@ def parse_kubernetes_source(value: str) -> KubernetesSource:
         if not d.is_dir():
             raise UsageError(f"--kubernetes-source {value}: {d} is not a directory")
         if not (d / "SHA256SUMS").is_file():
-            raise TerminalError(f"{d / 'SHA256SUMS'} is missing; a dir: source needs one",
-                                obj=f"--kubernetes-source {value}", reason="ChecksumsMissing")
+            raise TerminalError(
+                f"{d / 'SHA256SUMS'} is missing; a dir: source needs one",
+                obj=f"--kubernetes-source {value}",
+                reason="ChecksumsMissing",
+            )
         return KubernetesSource("dir", d)
     raise UsageError(f"--kubernetes-source must be pkgs, http, dir:PATH or none (got {value!r})")
 

@@ -21,15 +21,31 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .progress import Progress
+from bootstrap.progress import Progress
 
 ROOT_LABEL = "nodesmith-root"
 ESP_LABEL = "ESP"
 KERNEL_ARGS = "ro console=tty0 console=ttyS0,115200n8 net.ifnames=0"
 GRUB_LIB = Path("/usr/lib/grub")
-COMMON_MODULES = ["part_gpt", "part_msdos", "ext2", "fat", "search", "search_fs_uuid",
-                  "search_label", "normal", "configfile", "linux", "echo", "test", "gzio",
-                  "serial", "terminal", "boot", "minicmd"]
+COMMON_MODULES = [
+    "part_gpt",
+    "part_msdos",
+    "ext2",
+    "fat",
+    "search",
+    "search_fs_uuid",
+    "search_label",
+    "normal",
+    "configfile",
+    "linux",
+    "echo",
+    "test",
+    "gzio",
+    "serial",
+    "terminal",
+    "boot",
+    "minicmd",
+]
 BIOS_MODULES = ["biosdisk", *COMMON_MODULES]
 EFI_MODULES = [*COMMON_MODULES, "all_video", "efi_gop"]
 SECTOR = 512
@@ -69,13 +85,17 @@ menuentry 'Debian GNU/Linux (nodesmith)' {{
 
 
 def early_cfg(root_uuid: str) -> str:
-    return (f"search --no-floppy --fs-uuid --set=root {root_uuid}\n"
-            "set prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n")
+    return (
+        f"search --no-floppy --fs-uuid --set=root {root_uuid}\n"
+        "set prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n"
+    )
 
 
 def fstab(root_uuid: str, esp_uuid: str) -> str:
-    return (f"# Written by nodesmith.\nUUID={root_uuid} / ext4 errors=remount-ro 0 1\n"
-            f"UUID={esp_uuid} /boot/efi vfat umask=0077,nofail 0 2\n")
+    return (
+        f"# Written by nodesmith.\nUUID={root_uuid} / ext4 errors=remount-ro 0 1\n"
+        f"UUID={esp_uuid} /boot/efi vfat umask=0077,nofail 0 2\n"
+    )
 
 
 def partitions(image: Path, progress: Progress) -> list[Part]:
@@ -123,26 +143,74 @@ def make_disk(root: Path, image: Path, size_mib: int, progress: Progress) -> Dis
     early = work / "grub-early.cfg"
     early.write_text(early_cfg(info.root_uuid), encoding="utf-8")
     core, efi = work / "core.img", work / "BOOTX64.EFI"
-    progress.run(["grub-mkimage", "-O", "i386-pc", "-o", core, "-p", "/boot/grub", "-c", early,
-                  *BIOS_MODULES], what="grub-mkimage (BIOS)")
-    progress.run(["grub-mkimage", "-O", "x86_64-efi", "-o", efi, "-p", "/boot/grub",
-                  "-c", early, *EFI_MODULES], what="grub-mkimage (UEFI)")
+    progress.run(
+        [
+            "grub-mkimage",
+            "-O",
+            "i386-pc",
+            "-o",
+            core,
+            "-p",
+            "/boot/grub",
+            "-c",
+            early,
+            *BIOS_MODULES,
+        ],
+        what="grub-mkimage (BIOS)",
+    )
+    progress.run(
+        [
+            "grub-mkimage",
+            "-O",
+            "x86_64-efi",
+            "-o",
+            efi,
+            "-p",
+            "/boot/grub",
+            "-c",
+            early,
+            *EFI_MODULES,
+        ],
+        what="grub-mkimage (UEFI)",
+    )
 
     image.unlink(missing_ok=True)
     with image.open("wb") as f:
         f.truncate(size_mib * 1024 * 1024)
-    progress.run(["sgdisk", "--zap-all",
-                  "-n", "1:2048:+1M", "-t", "1:EF02", "-c", "1:bios",
-                  "-n", "2:0:+63M", "-t", "2:EF00", "-c", "2:esp",
-                  "-n", "3:0:0", "-t", "3:8300", "-c", "3:root",
-                  image], what="sgdisk")
+    progress.run(
+        [
+            "sgdisk",
+            "--zap-all",
+            "-n",
+            "1:2048:+1M",
+            "-t",
+            "1:EF02",
+            "-c",
+            "1:bios",
+            "-n",
+            "2:0:+63M",
+            "-t",
+            "2:EF00",
+            "-c",
+            "2:esp",
+            "-n",
+            "3:0:0",
+            "-t",
+            "3:8300",
+            "-c",
+            "3:root",
+            image,
+        ],
+        what="sgdisk",
+    )
     bios, esp, rootp = partitions(image, progress)
 
     esp_img = work / "esp.img"
     with esp_img.open("wb") as f:
         f.truncate(esp.size * SECTOR)
-    progress.run(["mkfs.vfat", "-F", "32", "-n", ESP_LABEL, "-i", serial, esp_img],
-                 what="mkfs.vfat")
+    progress.run(
+        ["mkfs.vfat", "-F", "32", "-n", ESP_LABEL, "-i", serial, esp_img], what="mkfs.vfat"
+    )
     progress.run(["mmd", "-i", esp_img, "::/EFI", "::/EFI/BOOT"], what="mmd")
     progress.run(["mcopy", "-i", esp_img, efi, "::/EFI/BOOT/BOOTX64.EFI"], what="mcopy")
     with image.open("r+b") as f:
@@ -151,9 +219,27 @@ def make_disk(root: Path, image: Path, size_mib: int, progress: Progress) -> Dis
     esp_img.unlink()
 
     # metadata_csum_seed/orphan_file are unknown to bookworm's GRUB 2.06: keep them off.
-    progress.run(["mkfs.ext4", "-q", "-F", "-b", "4096", "-L", ROOT_LABEL, "-U", info.root_uuid,
-                  "-O", "^metadata_csum_seed,^orphan_file", "-E",
-                  f"offset={rootp.start * SECTOR},root_owner=0:0", "-d", root, image,
-                  str(rootp.size * SECTOR // 4096)], what="mkfs.ext4")
+    progress.run(
+        [
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-b",
+            "4096",
+            "-L",
+            ROOT_LABEL,
+            "-U",
+            info.root_uuid,
+            "-O",
+            "^metadata_csum_seed,^orphan_file",
+            "-E",
+            f"offset={rootp.start * SECTOR},root_owner=0:0",
+            "-d",
+            root,
+            image,
+            str(rootp.size * SECTOR // 4096),
+        ],
+        what="mkfs.ext4",
+    )
     embed_bios_grub(image, core.read_bytes(), bios)
     return info

@@ -10,17 +10,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import TerminalError
-from . import disk
-from .progress import Progress
+from bootstrap.errors import TerminalError
+from bootstrap.image import disk
+from bootstrap.progress import Progress
 
 # What inspect_root needs: dpkg's database, os-release and the /vmlinuz symlink.
-INSPECTED = ("/var/lib/dpkg/status", "/etc/os-release", "/usr/lib/os-release", "/vmlinuz",
-             "/etc/kubernetes-version")
+INSPECTED = (
+    "/var/lib/dpkg/status",
+    "/etc/os-release",
+    "/usr/lib/os-release",
+    "/vmlinuz",
+    "/etc/kubernetes-version",
+)
 
 
-def extract(image: Path, dest: Path, progress: Progress,
-            paths: tuple[str, ...] = INSPECTED) -> Path:
+def extract(
+    image: Path, dest: Path, progress: Progress, paths: tuple[str, ...] = INSPECTED
+) -> Path:
     """Copy ``paths`` (those that exist) from the root partition of raw ``image`` into ``dest``.
 
     The root is the last partition (disk.make_disk's layout). Returns ``dest``, a partial
@@ -33,9 +39,13 @@ def extract(image: Path, dest: Path, progress: Progress,
         parent = dest / path.lstrip("/").rpartition("/")[0]
         parent.mkdir(parents=True, exist_ok=True)
         commands.append(f'rdump "{path}" "{parent}"')
-    progress.run(["debugfs", "-f", "-", device], input_text="\n".join(commands) + "\n",
-                 what="debugfs")
+    progress.run(
+        ["debugfs", "-f", "-", device], input_text="\n".join(commands) + "\n", what="debugfs"
+    )
     if not (dest / "var/lib/dpkg/status").is_file():
-        raise TerminalError(f"{image}: no /var/lib/dpkg/status in the root partition",
-                            obj=str(image), reason="InspectFailed")
+        raise TerminalError(
+            f"{image}: no /var/lib/dpkg/status in the root partition",
+            obj=str(image),
+            reason="InspectFailed",
+        )
     return dest

@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ..manifest import OSInfo
+from bootstrap.manifest import OSInfo
 
 
 def os_release(root: Path) -> OSInfo:
@@ -19,8 +19,11 @@ def os_release(root: Path) -> OSInfo:
                 if sep:
                     fields[k] = v.strip().strip('"')
             break
-    return OSInfo(id=fields.get("ID", "unknown"), versionId=fields.get("VERSION_ID", ""),
-                  prettyName=fields.get("PRETTY_NAME", ""))
+    return OSInfo(
+        id=fields.get("ID", "unknown"),
+        versionId=fields.get("VERSION_ID", ""),
+        prettyName=fields.get("PRETTY_NAME", ""),
+    )
 
 
 def packages(root: Path) -> dict[str, str]:
@@ -30,9 +33,17 @@ def packages(root: Path) -> dict[str, str]:
     few files ``diskfs.extract`` copied out of a disk.
     """
     out = subprocess.run(
-        ["dpkg-query", f"--admindir={root / 'var/lib/dpkg'}", "-W", "-f",
-         "${db:Status-Abbrev}\t${Package}\t${Version}\n"],
-        capture_output=True, text=True, check=True).stdout
+        [
+            "dpkg-query",
+            f"--admindir={root / 'var/lib/dpkg'}",
+            "-W",
+            "-f",
+            "${db:Status-Abbrev}\t${Package}\t${Version}\n",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     pkgs: dict[str, str] = {}
     for line in out.splitlines():
         status, name, version = line.split("\t")

@@ -7,36 +7,17 @@ it adds an operation). The message names the file and both hashes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
 from pathlib import Path
 
-from ..errors import TerminalError
+from bootstrap.checksums import read_sums, sha256_file
+from bootstrap.errors import TerminalError
 
 BINARIES = ("kubelet", "kubeadm", "kubectl")
 HTTP_BASE = "https://dl.k8s.io/release"
 PKGS_BASE = "https://pkgs.k8s.io/core:/stable:"
-
-
-def sha256_file(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def read_sums(sums: Path) -> dict[str, str]:
-    """Parse ``sha256sum`` output lines: ``<hex>  <name>`` (``*name`` for binary mode)."""
-    out: dict[str, str] = {}
-    for n, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        m = re.fullmatch(r"([0-9a-fA-F]{64})\s+\*?(\S+)", line.strip())
-        if not m:
-            raise TerminalError(f"line {n} is not '<sha256>  <file>': {line[:80]!r}",
-                                obj=str(sums), reason="ChecksumsInvalid")
-        out[Path(m.group(2)).name] = m.group(1).lower()
-    return out
 
 
 def verify_dir(directory: Path) -> dict[str, Path]:
@@ -46,8 +27,7 @@ def verify_dir(directory: Path) -> dict[str, Path]:
     """
     sums_path = directory / "SHA256SUMS"
     if not sums_path.is_file():
-        raise TerminalError("SHA256SUMS is missing", obj=str(directory),
-                            reason="ChecksumsMissing")
+        raise TerminalError("SHA256SUMS is missing", obj=str(directory), reason="ChecksumsMissing")
     sums = read_sums(sums_path)
     found: dict[str, Path] = {}
     for name in BINARIES:
@@ -55,17 +35,23 @@ def verify_dir(directory: Path) -> dict[str, Path]:
         if not path.is_file():
             continue
         if name not in sums:
-            raise TerminalError(f"{path} has no line in {sums_path}", obj=str(path),
-                                reason="ChecksumMissing")
+            raise TerminalError(
+                f"{path} has no line in {sums_path}", obj=str(path), reason="ChecksumMissing"
+            )
         actual = sha256_file(path)
         if actual != sums[name]:
             raise TerminalError(
                 f"sha256 mismatch for {path}: SHA256SUMS says {sums[name]}, file has {actual}",
-                obj=str(path), reason="ChecksumMismatch")
+                obj=str(path),
+                reason="ChecksumMismatch",
+            )
         found[name] = path
     if not found:
-        raise TerminalError(f"none of {', '.join(BINARIES)} is in the directory",
-                            obj=str(directory), reason="NoKubernetesBinaries")
+        raise TerminalError(
+            f"none of {', '.join(BINARIES)} is in the directory",
+            obj=str(directory),
+            reason="NoKubernetesBinaries",
+        )
     return found
 
 
@@ -79,17 +65,24 @@ def binary_version(name: str, path: Path) -> str:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except OSError as exc:
-        raise TerminalError(f"cannot run {path}: {exc.strerror}", obj=str(path),
-                            reason="BinaryUnusable") from None
+        raise TerminalError(
+            f"cannot run {path}: {exc.strerror}", obj=str(path), reason="BinaryUnusable"
+        ) from None
     if proc.returncode != 0:
-        raise TerminalError(f"{path} failed to report its version: {proc.stderr.strip()[:200]}",
-                            obj=str(path), reason="BinaryUnusable")
+        raise TerminalError(
+            f"{path} failed to report its version: {proc.stderr.strip()[:200]}",
+            obj=str(path),
+            reason="BinaryUnusable",
+        )
     if name == "kubectl":
         return str(json.loads(proc.stdout)["clientVersion"]["gitVersion"])
     m = re.search(r"v\d+\.\d+\.\d+\S*", proc.stdout)
     if not m:
-        raise TerminalError(f"{path} printed no version: {proc.stdout.strip()[:80]!r}",
-                            obj=str(path), reason="BinaryUnusable")
+        raise TerminalError(
+            f"{path} printed no version: {proc.stdout.strip()[:80]!r}",
+            obj=str(path),
+            reason="BinaryUnusable",
+        )
     return m.group(0)
 
 
@@ -101,7 +94,10 @@ def check_versions(binaries: dict[str, Path], requested: str) -> dict[str, str]:
         if got != requested:
             raise TerminalError(
                 f"{path} is {got}, but --kubernetes-version asks for {requested}",
-                obj=str(path), field="--kubernetes-version", reason="VersionMismatch")
+                obj=str(path),
+                field="--kubernetes-version",
+                reason="VersionMismatch",
+            )
         versions[name] = got
     return versions
 

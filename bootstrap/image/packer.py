@@ -23,15 +23,21 @@ from pathlib import Path
 
 from packerpy import PackerExecutable
 
-from ..errors import TerminalError, UsageError
-from ..manifest import load_manifest
-from ..resources import data_dir
-from . import artifacts, diskfs, inspect_root, sources
-from .build import build as chroot_build
-from .build import check_kubernetes_dir, inputs_hash, make_manifest, prepare_output, publish
-from .definition import Definition, KubernetesSource, Options
-from .progress import Progress
-from .workspace import remove_tree
+from bootstrap.errors import TerminalError, UsageError
+from bootstrap.image import artifacts, diskfs, inspect_root, sources
+from bootstrap.image.build import build as chroot_build
+from bootstrap.image.build import (
+    check_kubernetes_dir,
+    inputs_hash,
+    make_manifest,
+    prepare_output,
+    publish,
+)
+from bootstrap.image.definition import Definition, KubernetesSource, Options
+from bootstrap.image.workspace import remove_tree
+from bootstrap.manifest import load_manifest
+from bootstrap.progress import Progress
+from bootstrap.resources import data_dir
 
 PACKER = "/usr/bin/packer"
 
@@ -43,23 +49,34 @@ def free_port() -> int:
 
 
 def seed_iso(work: Path, pubkey: str, progress: Progress) -> Path:
-    user_data = ("#cloud-config\nusers:\n  - name: builder\n    sudo: ALL=(ALL) NOPASSWD:ALL\n"
-                 f"    shell: /bin/bash\n    ssh_authorized_keys:\n      - {pubkey}\n")
+    user_data = (
+        "#cloud-config\nusers:\n  - name: builder\n    sudo: ALL=(ALL) NOPASSWD:ALL\n"
+        f"    shell: /bin/bash\n    ssh_authorized_keys:\n      - {pubkey}\n"
+    )
     (work / "user-data").write_text(user_data, encoding="utf-8")
     # localhost: the name sysprep leaves in /etc/hosts, so sudo can resolve it to the end.
-    (work / "meta-data").write_text("instance-id: nodesmith-packer\nlocal-hostname: localhost\n",
-                                    encoding="utf-8")
+    (work / "meta-data").write_text(
+        "instance-id: nodesmith-packer\nlocal-hostname: localhost\n", encoding="utf-8"
+    )
     iso = work / "seed.iso"
-    progress.run(["cloud-localds", iso, work / "user-data", work / "meta-data"],
-                 what="cloud-localds")
+    progress.run(
+        ["cloud-localds", iso, work / "user-data", work / "meta-data"], what="cloud-localds"
+    )
     return iso
 
 
 def role_args(opts: Options) -> str:
     """apply-roles' options, as one shell-quoted string for the shell-local provisioner."""
-    args = ["--kubernetes-source", str(opts.kubernetes_source),
-            "--kubernetes-version", opts.kubernetes_version,
-            "--oci-runtime", opts.oci_runtime, "--sandbox-image", opts.sandbox_image]
+    args = [
+        "--kubernetes-source",
+        str(opts.kubernetes_source),
+        "--kubernetes-version",
+        opts.kubernetes_version,
+        "--oci-runtime",
+        opts.oci_runtime,
+        "--sandbox-image",
+        opts.sandbox_image,
+    ]
     if not needs_guest_network(opts):
         args.append("--no-apt-update")
     return shlex.join(args)
@@ -82,18 +99,24 @@ def _tail(path: Path, stop: threading.Event, progress: Progress) -> None:
         stop.wait(2)
 
 
-def run_packer(template: Path, variables: dict[str, str], work: Path,
-               progress: Progress) -> None:
+def run_packer(template: Path, variables: dict[str, str], work: Path, progress: Progress) -> None:
     log = work / "packer.log"
     # Packer's cache (lock files, port reservations) goes in the work dir, not the cwd.
-    os.environ.update({"PACKER_LOG": "1", "PACKER_LOG_PATH": str(log),
-                       "PACKER_CACHE_DIR": str(work / "packer_cache"), "CHECKPOINT_DISABLE": "1"})
+    os.environ.update(
+        {
+            "PACKER_LOG": "1",
+            "PACKER_LOG_PATH": str(log),
+            "PACKER_CACHE_DIR": str(work / "packer_cache"),
+            "CHECKPOINT_DISABLE": "1",
+        }
+    )
     stop = threading.Event()
     tail = threading.Thread(target=_tail, args=(log, stop, progress), daemon=True)
     tail.start()
     try:
         rc, out, err = PackerExecutable(executable_path=PACKER).build(
-            str(template), var=variables, force=True)
+            str(template), var=variables, force=True
+        )
     finally:
         stop.set()
         tail.join(timeout=5)
@@ -102,11 +125,16 @@ def run_packer(template: Path, variables: dict[str, str], work: Path,
     progress.log(out.decode(errors="replace"))
     progress.log(err.decode(errors="replace"))
     if rc != 0:
-        lines = [ln for ln in out.decode(errors="replace").splitlines() if ",error," in ln
-                 or "ui,error" in ln]
-        raise TerminalError(f"packer build failed (exit {rc}): {' '.join(lines)[-600:]} "
-                            f"(log: {progress.log_path})", obj=str(template),
-                            reason="PackerBuildFailed")
+        lines = [
+            ln
+            for ln in out.decode(errors="replace").splitlines()
+            if ",error," in ln or "ui,error" in ln
+        ]
+        raise TerminalError(
+            f"packer build failed (exit {rc}): {' '.join(lines)[-600:]} (log: {progress.log_path})",
+            obj=str(template),
+            reason="PackerBuildFailed",
+        )
 
 
 def needs_guest_network(opts: Options) -> bool:
@@ -116,8 +144,9 @@ def needs_guest_network(opts: Options) -> bool:
     return opts.kubernetes_source.kind in ("pkgs", "http") or opts.mirror is not None
 
 
-def build_with_packer(defn: Definition, opts: Options, *, force: bool = False,
-                      accel: str = "tcg") -> Path:
+def build_with_packer(
+    defn: Definition, opts: Options, *, force: bool = False, accel: str = "tcg"
+) -> Path:
     """Base disk (chroot), then Packer's qemu builder runs the roles on it over SSH.
 
     The manifest is read from the disk Packer returns (packages, kernel, OS), not from the
@@ -140,22 +169,32 @@ def build_with_packer(defn: Definition, opts: Options, *, force: bool = False,
     t0 = time.monotonic()
     try:
         with progress.stage("base disk (chroot, cloud-init role only)"):
-            base_opts = replace(opts, formats=("qcow2",), output=work / "base",
-                                kubernetes_source=KubernetesSource("none"))
+            base_opts = replace(
+                opts,
+                formats=("qcow2",),
+                output=work / "base",
+                kubernetes_source=KubernetesSource("none"),
+            )
             base = chroot_build(defn, base_opts, roles=("cloud_init",))
         key = work / "builder_key"
-        progress.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nodesmith-packer",
-                      "-f", key], what="ssh-keygen")
+        progress.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nodesmith-packer", "-f", key],
+            what="ssh-keygen",
+        )
         iso = seed_iso(work, (work / "builder_key.pub").read_text().strip(), progress)
         out_dir = work / "packer-out"
         roles_log = work / "roles.log"
         base_sha = load_manifest(base / "manifest.json").artifacts["qcow2"].sha256
         variables = {
-            "base_disk": str(base / "image.qcow2"), "base_disk_checksum": f"sha256:{base_sha}",
+            "base_disk": str(base / "image.qcow2"),
+            "base_disk_checksum": f"sha256:{base_sha}",
             "seed_iso": str(iso),
-            "output_directory": str(out_dir), "vm_name": "image.qcow2",
-            "accelerator": accel, "ssh_private_key_file": str(key),
-            "ssh_port": str(free_port()), "disk_size": f"{defn.disk_size_mib}M",
+            "output_directory": str(out_dir),
+            "vm_name": "image.qcow2",
+            "accelerator": accel,
+            "ssh_private_key_file": str(key),
+            "ssh_port": str(free_port()),
+            "disk_size": f"{defn.disk_size_mib}M",
             "nodesmith": str(Path(sys.executable).parent / "nodesmith"),
             "role_args": f"{role_args(opts)} --log {shlex.quote(str(roles_log))}",
             "restrict_guest_network": "off" if needs_guest_network(opts) else "on",
@@ -165,8 +204,10 @@ def build_with_packer(defn: Definition, opts: Options, *, force: bool = False,
                 run_packer(template, variables, work, progress)
             finally:
                 if roles_log.is_file():  # the roles' full pyinfra output, into this build's log
-                    progress.log(f"--- {roles_log.name} (apply-roles over SSH) ---\n"
-                                 + roles_log.read_text(encoding="utf-8", errors="replace"))
+                    progress.log(
+                        f"--- {roles_log.name} (apply-roles over SSH) ---\n"
+                        + roles_log.read_text(encoding="utf-8", errors="replace")
+                    )
         built = out_dir / "image.qcow2"
         found: dict[str, Path] = {}
         with progress.stage("inspect"):

@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TerminalError
-from ..resources import data_dir
-from .progress import Progress
+from bootstrap.errors import TerminalError
+from bootstrap.progress import Progress
+from bootstrap.resources import data_dir
 
 ROLE_ORDER = ("node", "containerd", "kubernetes", "cloud_init", "sysprep")
 
@@ -82,21 +82,36 @@ def chroot_mounts(root: Path) -> Iterator[None]:
             subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True)
 
 
-def apply_chroot(root: Path, data: dict[str, str], progress: Progress,
-                 roles: tuple[str, ...] = ROLE_ORDER) -> None:
+def apply_chroot(
+    root: Path, data: dict[str, str], progress: Progress, roles: tuple[str, ...] = ROLE_ORDER
+) -> None:
     """Run the roles on a root directory through pyinfra's @chroot connector."""
     data = {"live": "false", "apt_update": "false", **data}
-    argv = [pyinfra_bin(), "-y", *data_args(data), f"@chroot/{root}",
-            *[str(p) for p in role_files(roles)]]
+    argv = [
+        pyinfra_bin(),
+        "-y",
+        *data_args(data),
+        f"@chroot/{root}",
+        *[str(p) for p in role_files(roles)],
+    ]
     with chroot_mounts(root):
         progress.run(argv, what="pyinfra (chroot)")
 
 
-def ssh_argv(target: SSHTarget, data: dict[str, str],
-             roles: tuple[str, ...] = ROLE_ORDER) -> list[str]:
+def ssh_argv(
+    target: SSHTarget, data: dict[str, str], roles: tuple[str, ...] = ROLE_ORDER
+) -> list[str]:
     data = {"live": "true", "apt_update": "true", **data}
-    argv = [pyinfra_bin(), "-y", "--sudo", *data_args(data), "--ssh-user", target.user,
-            "--ssh-port", str(target.port)]
+    argv = [
+        pyinfra_bin(),
+        "-y",
+        "--sudo",
+        *data_args(data),
+        "--ssh-user",
+        target.user,
+        "--ssh-port",
+        str(target.port),
+    ]
     if target.key:
         argv += ["--ssh-key", str(target.key)]
     if target.password:
@@ -104,14 +119,18 @@ def ssh_argv(target: SSHTarget, data: dict[str, str],
     return [*argv, target.host, *[str(p) for p in role_files(roles)]]
 
 
-def apply_ssh(target: SSHTarget, data: dict[str, str], progress: Progress,
-              roles: tuple[str, ...] = ROLE_ORDER) -> None:
+def apply_ssh(
+    target: SSHTarget, data: dict[str, str], progress: Progress, roles: tuple[str, ...] = ROLE_ORDER
+) -> None:
     """Run the same roles over SSH (a Packer builder VM or any reachable machine).
 
     The builder VM's host key is new by construction (Packer just booted it), so it is
     accepted on first contact into a known_hosts file private to this run, never the user's.
     """
     with tempfile.TemporaryDirectory(prefix="nodesmith-ssh-") as tmp:
-        data = {"ssh_known_hosts_file": f"{tmp}/known_hosts",
-                "ssh_strict_host_key_checking": "accept-new", **data}
+        data = {
+            "ssh_known_hosts_file": f"{tmp}/known_hosts",
+            "ssh_strict_host_key_checking": "accept-new",
+            **data,
+        }
         progress.run(ssh_argv(target, data, roles), what="pyinfra (ssh)")

@@ -14,19 +14,11 @@ import shlex
 import time
 from pathlib import Path
 
-from .definition import Definition
-from .progress import Progress
-from .sources import sources_hash
+from bootstrap.image.definition import Definition
+from bootstrap.image.sources import sources_hash
+from bootstrap.progress import Progress
 
 DEFAULT_MAX_AGE = 86400
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("NODESMITH_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "nodesmith"
 
 
 def apt_cache(cache_dir: Path, suite: str, sources: str) -> Path:
@@ -42,17 +34,27 @@ def lists_fresh(cache: Path) -> bool:
     return time.time() - stamp.stat().st_mtime < max_age
 
 
-def mmdebstrap_argv(defn: Definition, packages: list[str], target: Path, sources_file: Path,
-                    cache: Path, offline: bool) -> list[str]:
+def mmdebstrap_argv(
+    defn: Definition,
+    packages: list[str],
+    target: Path,
+    sources_file: Path,
+    cache: Path,
+    offline: bool,
+) -> list[str]:
     archives, lists = cache / "archives", cache / "lists"
     q = shlex.quote
     argv = [
-        "mmdebstrap", "--mode=root", f"--variant={defn.variant}", "--format=directory",
-        f"--architectures={defn.arch}", f"--components={','.join(defn.components)}",
+        "mmdebstrap",
+        "--mode=root",
+        f"--variant={defn.variant}",
+        "--format=directory",
+        f"--architectures={defn.arch}",
+        f"--components={','.join(defn.components)}",
         "--include=" + ",".join(packages),
         "--skip=essential/unlink",
-        "--aptopt=Acquire::Retries \"3\"",
-        "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives \"$1\"/var/lib/apt/lists",
+        '--aptopt=Acquire::Retries "3"',
+        '--setup-hook=mkdir -p "$1"/var/cache/apt/archives "$1"/var/lib/apt/lists',
         f"--setup-hook=sync-in {q(str(archives))} /var/cache/apt/archives/",
     ]
     if offline:
@@ -60,13 +62,21 @@ def mmdebstrap_argv(defn: Definition, packages: list[str], target: Path, sources
     argv += [
         f"--customize-hook=sync-out /var/cache/apt/archives {q(str(archives))}",
         f"--customize-hook=sync-out /var/lib/apt/lists {q(str(lists))}",
-        defn.suite, str(target), str(sources_file),
+        defn.suite,
+        str(target),
+        str(sources_file),
     ]
     return argv
 
 
-def build_rootfs(defn: Definition, packages: list[str], target: Path, sources: str,
-                 cache_dir: Path, progress: Progress) -> None:
+def build_rootfs(
+    defn: Definition,
+    packages: list[str],
+    target: Path,
+    sources: str,
+    cache_dir: Path,
+    progress: Progress,
+) -> None:
     """Create ``target`` (must not exist) as a bootable Debian root with ``packages``."""
     cache = apt_cache(cache_dir, defn.suite, sources)
     (cache / "archives").mkdir(parents=True, exist_ok=True)
@@ -74,11 +84,15 @@ def build_rootfs(defn: Definition, packages: list[str], target: Path, sources: s
     sources_file = target.parent / "apt.sources"
     sources_file.write_text(sources, encoding="utf-8")
     offline = lists_fresh(cache)
-    state = ("warm: no apt update, only .debs missing from it are downloaded" if offline
-             else "refreshing the apt lists")
+    state = (
+        "warm: no apt update, only .debs missing from it are downloaded"
+        if offline
+        else "refreshing the apt lists"
+    )
     progress.say(f"  apt cache {cache} ({state})")
-    progress.run(mmdebstrap_argv(defn, packages, target, sources_file, cache, offline),
-                 what="mmdebstrap")
+    progress.run(
+        mmdebstrap_argv(defn, packages, target, sources_file, cache, offline), what="mmdebstrap"
+    )
     if not offline:
         (cache / "lists.stamp").touch()
     # Drop partial downloads and lock files that sync-out may have copied.

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TerminalError
+from bootstrap.errors import TerminalError
 
 APT_DIR = Path("/etc/apt")
 
@@ -24,9 +24,10 @@ class Entry:
     components: tuple[str, ...]
     signed_by: str | None
 
-    def deb822(self) -> str:
+    def deb822(self, kind: str = "deb") -> str:
+        """The entry as a deb822 stanza; ``kind="deb-src"`` for source packages."""
         lines = [
-            "Types: deb",
+            f"Types: {kind}",
             f"URIs: {' '.join(self.uris)}",
             f"Suites: {' '.join(self.suites)}",
             f"Components: {' '.join(self.components)}",
@@ -47,10 +48,14 @@ def _parse_deb822(text: str) -> list[Entry]:
             fields[key.strip().lower()] = value.strip()
         if "deb" not in fields.get("types", "").split() or fields.get("enabled") == "no":
             continue
-        entries.append(Entry(tuple(fields.get("uris", "").split()),
-                             tuple(fields.get("suites", "").split()),
-                             tuple(fields.get("components", "").split()),
-                             fields.get("signed-by")))
+        entries.append(
+            Entry(
+                tuple(fields.get("uris", "").split()),
+                tuple(fields.get("suites", "").split()),
+                tuple(fields.get("components", "").split()),
+                fields.get("signed-by"),
+            )
+        )
     return entries
 
 
@@ -89,20 +94,33 @@ def host_entries(apt_dir: Path = APT_DIR) -> list[Entry]:
     return entries
 
 
-def sources_for(suite: str, components: tuple[str, ...], mirror: str | None,
-                apt_dir: Path = APT_DIR) -> str:
-    """deb822 text for ``suite``: ``--mirror`` if given, else the host's matching entries."""
+def sources_for(
+    suite: str,
+    components: tuple[str, ...],
+    mirror: str | None,
+    apt_dir: Path = APT_DIR,
+    kind: str = "deb",
+) -> str:
+    """deb822 text for ``suite``: ``--mirror`` if given, else the host's matching entries.
+
+    ``kind="deb-src"`` gives the same entries for source packages, so a source build reaches
+    exactly the mirror the host's binary packages come from.
+    """
     if mirror:
-        return Entry((mirror,), (suite, f"{suite}-updates"), components, None).deb822()
+        return Entry((mirror,), (suite, f"{suite}-updates"), components, None).deb822(kind)
     keep: list[str] = []
     for e in host_entries(apt_dir):
         suites = tuple(s for s in e.suites if s == suite or s.startswith(f"{suite}-"))
         if suites and e.uris:
-            keep.append(Entry(e.uris, suites, e.components, e.signed_by).deb822())
+            keep.append(Entry(e.uris, suites, e.components, e.signed_by).deb822(kind))
     if not keep:
         raise TerminalError(
             f"the host's apt sources under {apt_dir} have no entry for suite {suite!r}; "
-            "pass --mirror URL", obj="apt sources", field="suite", reason="NoAptSources")
+            "pass --mirror URL",
+            obj="apt sources",
+            field="suite",
+            reason="NoAptSources",
+        )
     return "\n".join(keep)
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from image_build import kube_dir
 
+from bootstrap.checksums import read_sums
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.image import definition as d
-from bootstrap.image.kubernetes import read_sums, verify_dir
+from bootstrap.image.kubernetes import verify_dir
 from bootstrap.image.rootfs import mmdebstrap_argv
 from bootstrap.image.sources import sources_for
 

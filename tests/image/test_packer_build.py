@@ -33,9 +33,7 @@ def test_artifacts_and_hashes(packer_image: Path) -> None:
         assert list((packer_image.parent / "cwd").iterdir()) == []
 
 
-def test_manifest_describes_the_disk_packer_returned(
-    packer_image: Path, packer_root: Path
-) -> None:
+def test_manifest_describes_the_disk_packer_returned(packer_image: Path, packer_root: Path) -> None:
     """Packages and kernel come from the final disk, as dpkg inside it sees them."""
     m = load_manifest(packer_image / "manifest.json")
     out = subprocess.run(

@@ -24,7 +24,7 @@ import pytest
 import testinfra
 import yaml
 
-from bootstrap.verify import expected_bootstrap
+from bootstrap.vm.verify import expected_bootstrap
 
 NODE_INFO_KEY = pytest.StashKey[dict[str, Any]]()
 RESULTS_KEY = pytest.StashKey[list[dict[str, Any]]]()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bootstrap import cri
+from bootstrap.vm import cri
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +75,10 @@ def test_oci_runtime_runs_a_container(host: Any, config_dump: str, record_proper
         res = host.run(f"cd {bundle} && {binary} run nodesmith-oci-smoke")
     finally:
         # Never rm -r here: rootfs is the node's / until it is unmounted.
-        host.run(f"{binary} delete --force nodesmith-oci-smoke; umount {rootfs} && rmdir "
-                 f"{rootfs} && rm -f {bundle}/config.json && rmdir {bundle}")
+        host.run(
+            f"{binary} delete --force nodesmith-oci-smoke; umount {rootfs} && rmdir "
+            f"{rootfs} && rm -f {bundle}/config.json && rmdir {bundle}"
+        )
     assert res.rc == 0, f"{binary} could not run a container: {res.stderr.strip()[-400:]}"
     assert res.stdout.startswith("0::/"), res.stdout  # its own cgroup v2 path, from inside
     assert not host.file(bundle).exists, f"{bundle} was not cleaned up"

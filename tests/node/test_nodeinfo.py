@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bootstrap import cri
+from bootstrap.vm import cri
 
 _ARCH = {
     "x86_64": "amd64",

@@ -1,0 +1,98 @@
+"""``nodesmith serve``: parse the command line and hand it to the supervisor."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bootstrap.cli.common import add_policy_arguments, policy_options
+from bootstrap.errors import UsageError
+from bootstrap.serve.app import DEFAULT_MAX_BODY
+from bootstrap.serve.auth import TokenStore
+from bootstrap.serve.log import log_event as _log
+from bootstrap.serve.server import ServeConfig, bind, check_tls, parse_listen, run_worker, supervise
+
+
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    from bootstrap.serve.app import ServeSettings
+
+    host, port = parse_listen(args.listen)
+    if args.workers < 1 or args.workers > 64:
+        raise UsageError(f"--workers must be 1..64 (got {args.workers})", reason="InvalidWorkers")
+    if args.max_body_bytes < 1:
+        raise UsageError("--max-body-bytes must be positive", reason="InvalidLimit")
+    check_tls(args.tls_cert, args.tls_key)
+    return ServeConfig(
+        host=host,
+        port=port,
+        token_file=args.token_file,
+        workers=args.workers,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        settings=ServeSettings(
+            max_body=args.max_body_bytes, cpu_budget=args.cpu_budget, options=policy_options(args)
+        ),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    tokens = TokenStore(config.token_file)
+    count = tokens.load()  # fail before binding when the token file is unusable
+    if tokens.world_readable():
+        _log("token-file-readable", level="warning", detail="token file is group/world readable")
+    sockets = bind(config.host, config.port, config.workers)
+    host, port = sockets[0].getsockname()[:2]
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    scheme = "https" if config.tls_cert else "http"
+    from bootstrap.serve.metrics import SharedMetrics
+
+    metrics = SharedMetrics(config.workers)
+    _log(
+        "listening", address=shown, url=f"{scheme}://{shown}", workers=config.workers, tokens=count
+    )
+    if config.workers == 1:
+        return run_worker(0, sockets[0], config, metrics)
+    return supervise(sockets, config, metrics)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve bootstrap userdata over HTTP to machine controllers",
+        description="``nodesmith serve``: the userdata HTTP service that machine controllers call.",
+    )
+    parser.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT")
+    parser.add_argument(
+        "--token-file",
+        required=True,
+        metavar="FILE",
+        help="bearer tokens, one per line; re-read on SIGHUP",
+    )
+    parser.add_argument("--tls-cert", metavar="FILE")
+    parser.add_argument("--tls-key", metavar="FILE")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes (default 1; use the core count for throughput)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY,
+        metavar="N",
+        help=f"largest request body accepted (default {DEFAULT_MAX_BODY})",
+    )
+    parser.add_argument(
+        "--cpu-budget",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="CPU time one request may spend parsing and rendering before it is refused "
+        "with 422 (default 2; 0 disables)",
+    )
+    # The same render policy as `nodesmith render`, for every request this server answers.
+    add_policy_arguments(parser)
+    parser.set_defaults(func=run)

@@ -1,0 +1,292 @@
+"""Build the kubeadm documents (Init/Cluster/Join configuration, KubeletConfiguration).
+
+Input is the KubeadmConfig's user-written configuration, in either Cluster API shape (v1beta1
+maps, v1beta2 lists and ``*Seconds`` timeouts); output is plain kubeadm for the API version the
+Machine's Kubernetes version needs. Values owned by the Cluster and Machine (version, name,
+networking, endpoint) are always taken from those objects, as CABPK v1beta2 does.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+from bootstrap.errors import ObjectRef, TerminalError, show_value
+from bootstrap.render.objects import Cluster
+from bootstrap.render.versions import V1BETA3, V1BETA4, KubeVersion
+
+DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
+DEFAULT_DNS_DOMAIN = "cluster.local"
+UNINITIALIZED_TAINT = {
+    "key": "node.cluster.x-k8s.io/uninitialized",
+    "effect": "NoSchedule",
+}
+KUBELET_API = "kubelet.config.k8s.io/v1beta1"
+# Components of ClusterConfiguration that carry extraArgs.
+_ARG_COMPONENTS = ("apiServer", "controllerManager", "scheduler")
+# Fields Cluster API types carry that are not kubeadm's; dropped before rendering.
+_TYPE_META = ("apiVersion", "kind")
+
+
+@dataclass
+class Builder:
+    """Shared state of one document build: where errors point, warnings collected."""
+
+    obj: ObjectRef
+    version: KubeVersion
+    warnings: list[str] = field(default_factory=list)
+    # v1beta3 keeps the control-plane health-check timeout in ClusterConfiguration.
+    control_plane_timeout: str | None = None
+
+    @property
+    def api(self) -> str:
+        return self.version.kubeadm_api
+
+    def mapping(self, value: Any, path: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.bad(path, value, "must be a mapping")
+        return value
+
+    def bad(self, path: str, value: Any, why: str) -> TerminalError:
+        return TerminalError(
+            f"{why} (got {show_value(value)})", obj=self.obj, field=path, reason="InvalidField"
+        )
+
+    def args(self, value: Any, path: str) -> Any:
+        """extraArgs / kubeletExtraArgs: a map in v1beta3, a ``[{name, value}]`` list in v1beta4."""
+        pairs: list[tuple[str, str]] = []
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise self.bad(f"{path}.{k}", v, "argument values must be strings")
+                pairs.append((k, v))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if (
+                    not isinstance(item, dict)
+                    or set(item) - {"name", "value"}
+                    or not isinstance(item.get("name"), str)
+                    or not isinstance(item.get("value", ""), str)
+                ):
+                    raise self.bad(f"{path}[{i}]", item, "must be {name: string, value: string}")
+                pairs.append((item["name"], item.get("value", "")))
+        else:
+            raise self.bad(path, value, "must be a map or a list of {name, value}")
+        if self.api == V1BETA4:
+            return [{"name": k, "value": v} for k, v in pairs]
+        names = [k for k, _ in pairs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise self.bad(
+                path,
+                dupes,
+                f"repeats arguments, which {V1BETA3} (Kubernetes < 1.31) cannot hold",
+            )
+        return dict(pairs)
+
+
+def _strip_type_meta(doc: dict[str, Any]) -> dict[str, Any]:
+    for key in _TYPE_META:
+        doc.pop(key, None)
+    return doc
+
+
+def _seconds_to_durations(b: Builder, timeouts: dict[str, Any], path: str) -> dict[str, Any]:
+    """Cluster API v1beta2 writes ``fooSeconds: 30``; kubeadm wants ``foo: 30s``."""
+    out: dict[str, Any] = {}
+    for key, value in timeouts.items():
+        if key.endswith("Seconds"):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise b.bad(f"{path}.{key}", value, "must be a non-negative number of seconds")
+            out[key[: -len("Seconds")]] = f"{value}s"
+        else:
+            out[key] = value
+    return out
+
+
+def node_registration(
+    b: Builder, value: Any, path: str, cri_socket: str, worker: bool
+) -> dict[str, Any]:
+    reg = copy.deepcopy(b.mapping(value, path))
+    reg.setdefault("criSocket", cri_socket)
+    if "kubeletExtraArgs" in reg:
+        reg["kubeletExtraArgs"] = b.args(reg["kubeletExtraArgs"], f"{path}.kubeletExtraArgs")
+    if worker:
+        taints = reg.get("taints")
+        if taints is None:
+            taints = []
+        if not isinstance(taints, list):
+            raise b.bad(f"{path}.taints", taints, "must be a list")
+        if not any(
+            isinstance(t, dict) and t.get("key") == UNINITIALIZED_TAINT["key"] for t in taints
+        ):
+            taints = [*taints, dict(UNINITIALIZED_TAINT)]
+        reg["taints"] = taints
+    return reg
+
+
+def _networking(cluster: Cluster) -> dict[str, str]:
+    """The Cluster's networking; its CIDRs were validated when the Cluster was parsed."""
+    net: dict[str, str] = {}
+    if cluster.service_cidrs:
+        net["serviceSubnet"] = ",".join(cluster.service_cidrs)
+    if cluster.pod_cidrs:
+        net["podSubnet"] = ",".join(cluster.pod_cidrs)
+    if cluster.dns_domain:
+        net["dnsDomain"] = cluster.dns_domain
+    return net
+
+
+def cluster_dns(cluster: Cluster) -> str:
+    """kubeadm's GetDNSIP: the first service CIDR's base address + 10."""
+    cidr = cluster.service_cidrs[0] if cluster.service_cidrs else DEFAULT_SERVICE_CIDR
+    field_ = "spec.clusterNetwork.services.cidrBlocks[0]"
+    try:
+        network = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        raise TerminalError(
+            f"is not a CIDR (got {show_value(cidr)})",
+            obj=cluster.ref,
+            field=field_,
+            reason="InvalidCIDR",
+        ) from None
+    if network.num_addresses <= 10:
+        raise TerminalError(
+            f"is too small to hold the cluster DNS address (base + 10) (got {cidr!r})",
+            obj=cluster.ref,
+            field=field_,
+            reason="InvalidCIDR",
+        )
+    return str(network.network_address + 10)
+
+
+def cluster_configuration(
+    b: Builder, user: dict[str, Any] | None, cluster: Cluster, init: dict[str, Any]
+) -> dict[str, Any]:
+    """ClusterConfiguration for ``kubeadm init``; may move timeouts into ``init`` (v1beta4)."""
+    path = "spec.clusterConfiguration"
+    doc = _strip_type_meta(copy.deepcopy(b.mapping(user, path)))
+    for component in _ARG_COMPONENTS:
+        part = b.mapping(doc.get(component), f"{path}.{component}")
+        if "extraArgs" in part:
+            part["extraArgs"] = b.args(part["extraArgs"], f"{path}.{component}.extraArgs")
+    etcd = b.mapping(doc.get("etcd"), f"{path}.etcd")
+    local = b.mapping(etcd.get("local"), f"{path}.etcd.local")
+    if "extraArgs" in local:
+        local["extraArgs"] = b.args(local["extraArgs"], f"{path}.etcd.local.extraArgs")
+    api_server = b.mapping(doc.get("apiServer"), f"{path}.apiServer")
+    for days_key, key in (
+        ("certificateValidityPeriodDays", "certificateValidityPeriod"),
+        ("caCertificateValidityPeriodDays", "caCertificateValidityPeriod"),
+    ):
+        if days_key in doc:
+            days = doc.pop(days_key)
+            if not isinstance(days, int) or isinstance(days, bool) or days <= 0:
+                raise b.bad(f"{path}.{days_key}", days, "must be a positive number of days")
+            doc[key] = f"{days * 24}h0m0s"
+    if b.api == V1BETA3 and b.control_plane_timeout is not None:
+        api_server.setdefault("timeoutForControlPlane", b.control_plane_timeout)
+        doc["apiServer"] = api_server
+    if b.api == V1BETA4 and "timeoutForControlPlane" in api_server:
+        init.setdefault("timeouts", {}).setdefault(
+            "controlPlaneComponentHealthCheck", api_server.pop("timeoutForControlPlane")
+        )
+    doc.update(
+        {
+            "apiVersion": b.api,
+            "kind": "ClusterConfiguration",
+            "kubernetesVersion": str(b.version),
+            "clusterName": cluster.name,
+        }
+    )
+    endpoint = cluster.endpoint
+    if endpoint and not doc.get("controlPlaneEndpoint"):
+        doc["controlPlaneEndpoint"] = endpoint
+    networking = b.mapping(doc.get("networking"), f"{path}.networking")
+    networking.update(_networking(cluster))
+    if networking:
+        doc["networking"] = networking
+    return doc
+
+
+def _timeouts(b: Builder, doc: dict[str, Any], path: str) -> None:
+    """Normalise ``timeouts`` for the target API; v1beta3 has only two of them elsewhere."""
+    if "timeouts" not in doc:
+        return
+    timeouts = _seconds_to_durations(
+        b, b.mapping(doc["timeouts"], f"{path}.timeouts"), f"{path}.timeouts"
+    )
+    if b.api == V1BETA4:
+        doc["timeouts"] = timeouts
+        return
+    del doc["timeouts"]
+    if "controlPlaneComponentHealthCheck" in timeouts and doc.get("kind") == "InitConfiguration":
+        b.control_plane_timeout = timeouts.pop("controlPlaneComponentHealthCheck")
+    if "discovery" in timeouts and doc.get("kind") == "JoinConfiguration":
+        b.mapping(doc.setdefault("discovery", {}), f"{path}.discovery").setdefault(
+            "timeout", timeouts.pop("discovery")
+        )
+    if timeouts:
+        b.warnings.append(
+            f"{path}.timeouts ({', '.join(sorted(timeouts))}) dropped: {V1BETA3} has no "
+            "such settings"
+        )
+
+
+def init_configuration(b: Builder, user: dict[str, Any] | None, cri_socket: str) -> dict[str, Any]:
+    path = "spec.initConfiguration"
+    doc = _strip_type_meta(copy.deepcopy(b.mapping(user, path)))
+    doc["nodeRegistration"] = node_registration(
+        b, doc.get("nodeRegistration"), f"{path}.nodeRegistration", cri_socket, worker=False
+    )
+    doc = {"apiVersion": b.api, "kind": "InitConfiguration", **doc}
+    _timeouts(b, doc, path)
+    return doc
+
+
+def join_configuration(
+    b: Builder,
+    user: dict[str, Any] | None,
+    cri_socket: str,
+    control_plane: bool,
+    discovery: dict[str, Any],
+) -> dict[str, Any]:
+    """JoinConfiguration; ``discovery`` holds the token-discovery values resolved by the caller."""
+    path = "spec.joinConfiguration"
+    doc = _strip_type_meta(copy.deepcopy(b.mapping(user, path)))
+    doc["nodeRegistration"] = node_registration(
+        b,
+        doc.get("nodeRegistration"),
+        f"{path}.nodeRegistration",
+        cri_socket,
+        worker=not control_plane,
+    )
+    disc = b.mapping(doc.get("discovery"), f"{path}.discovery")
+    if b.api == V1BETA4 and "timeout" in disc:
+        doc.setdefault("timeouts", {}).setdefault("discovery", disc.pop("timeout"))
+    if "file" not in disc:
+        token = b.mapping(disc.get("bootstrapToken"), f"{path}.discovery.bootstrapToken")
+        for key, value in discovery.items():
+            if not token.get(key):
+                token[key] = value
+        disc["bootstrapToken"] = token
+    doc["discovery"] = disc
+    if control_plane:
+        doc["controlPlane"] = b.mapping(doc.get("controlPlane"), f"{path}.controlPlane") or {}
+    doc = {"apiVersion": b.api, "kind": "JoinConfiguration", **doc}
+    _timeouts(b, doc, path)
+    return doc
+
+
+def kubelet_configuration(cluster: Cluster) -> dict[str, Any]:
+    return {
+        "apiVersion": KUBELET_API,
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "systemd",
+        "clusterDNS": [cluster_dns(cluster)],
+        "clusterDomain": cluster.dns_domain or DEFAULT_DNS_DOMAIN,
+    }

@@ -1,0 +1,480 @@
+"""Typed views of the Kubernetes objects nodesmith reads, normalised across API versions.
+
+Three generations of Cluster API exist in the wild: the original ``cluster.k8s.io/v1alpha1``,
+``cluster.x-k8s.io`` v1beta1 and v1beta2. This module turns each of them into one internal
+shape (:class:`Cluster`, :class:`Machine`, :class:`KubeadmConfig`, :class:`Secret`) so the
+rest of the pipeline never asks which version it was given.
+
+Validation is by pydantic; a validation failure becomes a terminal error naming the object,
+the field path and the value, never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from bootstrap.errors import ObjectRef, TerminalError, show_value
+
+CAPI_GROUP = "cluster.x-k8s.io"
+LEGACY_GROUP = "cluster.k8s.io"
+BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+LEGACY_CLUSTER_NAME_LABEL = "cluster.k8s.io/cluster-name"
+
+CLUSTER_VERSIONS = {f"{CAPI_GROUP}/v1beta1", f"{CAPI_GROUP}/v1beta2", f"{LEGACY_GROUP}/v1alpha1"}
+CONFIG_VERSIONS = {f"{BOOTSTRAP_GROUP}/v1beta1", f"{BOOTSTRAP_GROUP}/v1beta2"}
+
+
+class _Strict(BaseModel):
+    """Fields we read must have the right type; fields we do not read are ignored."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
+
+
+class _Closed(_Strict):
+    """Spec structures we honour in full: an unknown field there is a typo worth refusing."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+
+class Metadata(_Strict):
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str = "default"
+    uid: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+    @field_validator("namespace")
+    @classmethod
+    def _default_namespace(cls, value: str) -> str:
+        return value or "default"
+
+
+# ---------------------------------------------------------------- Cluster
+
+
+def _cidr(value: str) -> str:
+    """Checked for every role, not only the init that writes it: the Cluster is wrong."""
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        raise ValueError("is not a CIDR") from None
+    return value
+
+
+class _Ranges(_Strict):
+    cidr_blocks: list[Annotated[str, AfterValidator(_cidr)]] = Field(default=[], alias="cidrBlocks")
+
+
+class _ClusterNetwork(_Strict):
+    api_server_port: int | None = Field(default=None, alias="apiServerPort")
+    services: _Ranges | None = None
+    pods: _Ranges | None = None
+    service_domain: str | None = Field(
+        default=None,
+        alias="serviceDomain",
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    )
+
+
+class _Endpoint(_Strict):
+    host: str = Field(default="", max_length=253, pattern=r"^[^\s/]*$")
+    port: int = Field(default=0, ge=0, le=65535)
+
+
+class _ClusterSpec(_Strict):
+    cluster_network: _ClusterNetwork | None = Field(default=None, alias="clusterNetwork")
+    control_plane_endpoint: _Endpoint | None = Field(default=None, alias="controlPlaneEndpoint")
+
+
+class _LegacyClusterStatus(_Strict):
+    api_endpoints: list[_Endpoint] = Field(default=[], alias="apiEndpoints")
+
+
+class _ClusterDoc(_Strict):
+    api_version: str = Field(alias="apiVersion")
+    metadata: Metadata
+    spec: _ClusterSpec = _ClusterSpec()
+    status: _LegacyClusterStatus | None = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    ref: ObjectRef
+    api_version: str
+    pod_cidrs: tuple[str, ...]
+    service_cidrs: tuple[str, ...]
+    dns_domain: str | None
+    endpoint_host: str
+    endpoint_port: int
+    endpoint_field: str  # where the endpoint came from, for messages
+    provider_config: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    @property
+    def endpoint(self) -> str | None:
+        """``host:port`` when both are set (Cluster API's ``IsValid``), else None."""
+        if self.endpoint_host and self.endpoint_port:
+            host = self.endpoint_host
+            if ":" in host and not host.startswith("["):
+                host = f"[{host}]"  # IPv6 literal
+            return f"{host}:{self.endpoint_port}"
+        return None
+
+
+# ---------------------------------------------------------------- Machine
+
+
+class _ConfigRef(_Strict):
+    api_version: str | None = Field(default=None, alias="apiVersion")
+    api_group: str | None = Field(default=None, alias="apiGroup")
+    kind: str = "KubeadmConfig"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class _Bootstrap(_Strict):
+    config_ref: _ConfigRef | None = Field(default=None, alias="configRef")
+    data_secret_name: str | None = Field(default=None, alias="dataSecretName")
+
+
+class _RuntimeVersion(_Strict):
+    name: str = Field(min_length=1)
+    version: str | None = None
+
+
+class _LegacyVersions(_Strict):
+    kubelet: str = Field(min_length=1)
+    control_plane: str | None = Field(default=None, alias="controlPlane")
+    container_runtime: _RuntimeVersion | None = Field(default=None, alias="containerRuntime")
+
+
+class _MachineSpec(_Strict):
+    cluster_name: str | None = Field(default=None, alias="clusterName")
+    bootstrap: _Bootstrap = _Bootstrap()
+    version: str | None = None
+    versions: _LegacyVersions | None = None
+    provider_config: Any = Field(default=None, alias="providerConfig")
+    failure_domain: str | None = Field(default=None, alias="failureDomain")
+
+
+class _MachineDoc(_Strict):
+    api_version: str = Field(alias="apiVersion")
+    metadata: Metadata
+    spec: _MachineSpec
+
+
+@dataclass(frozen=True)
+class Machine:
+    ref: ObjectRef
+    api_version: str
+    cluster_name: str | None
+    cluster_field: str
+    version: str | None
+    version_field: str
+    config_ref: _ConfigRef | None
+    runtime: _RuntimeVersion | None
+    annotations: dict[str, str]
+    provider_config: Any = None
+    uid: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+
+# ---------------------------------------------------------------- KubeadmConfig
+
+
+class SecretKeyRef(_Closed):
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+
+
+class _SecretSource(_Closed):
+    secret: SecretKeyRef
+
+
+class File(_Closed):
+    path: str = Field(min_length=1, max_length=512)
+    owner: str | None = None
+    permissions: str | None = None
+    encoding: Literal["base64", "gzip", "gzip+base64"] | None = None
+    append: bool | None = None
+    content: str | None = None
+    content_from: _SecretSource | None = Field(default=None, alias="contentFrom")
+    content_format: Literal["Raw", ""] | None = Field(default=None, alias="contentFormat")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or "\x00" in value or "\n" in value:
+            raise ValueError("must be an absolute path on one line")
+        return value
+
+    @field_validator("permissions")
+    @classmethod
+    def _octal(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        digits = value[1:] if value.startswith("0o") else value
+        if not (3 <= len(digits) <= 4) or any(c not in "01234567" for c in digits):
+            raise ValueError("must be an octal mode such as '0644'")
+        return "0" + digits[-3:] if len(digits) == 3 else digits
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str | None) -> str | None:
+        if value is not None and (not value or any(c in value for c in " \n\t\x00")):
+            raise ValueError("must be 'user' or 'user:group'")
+        return value
+
+
+class User(_Closed):
+    name: str = Field(min_length=1, max_length=32, pattern=r"^[a-z_][a-z0-9_.-]*\$?$")
+    gecos: str | None = None
+    groups: str | None = None
+    home_dir: str | None = Field(default=None, alias="homeDir")
+    inactive: bool | None = None
+    shell: str | None = None
+    passwd: str | None = None
+    passwd_from: _SecretSource | None = Field(default=None, alias="passwdFrom")
+    primary_group: str | None = Field(default=None, alias="primaryGroup")
+    lock_password: bool | None = Field(default=None, alias="lockPassword")
+    sudo: str | None = None
+    ssh_authorized_keys: list[str] = Field(default=[], alias="sshAuthorizedKeys")
+
+
+class NTP(_Closed):
+    servers: list[str] = []
+    enabled: bool | None = None
+
+
+class _DiskLayout(_Closed):
+    percentage: int = Field(ge=0, le=100)
+    partition_type: str | None = Field(default=None, alias="partitionType")
+
+
+class Partition(_Closed):
+    device: str = Field(min_length=1)
+    layout: bool = False
+    disk_layout: list[_DiskLayout] = Field(default=[], alias="diskLayout")
+    overwrite: bool | None = None
+    table_type: Literal["mbr", "gpt"] | None = Field(default=None, alias="tableType")
+
+
+class Filesystem(_Closed):
+    device: str = Field(min_length=1)
+    filesystem: str = Field(min_length=1)
+    label: str | None = None
+    partition: str | None = None
+    overwrite: bool | None = None
+    replace_fs: str | None = Field(default=None, alias="replaceFS")
+    extra_opts: list[str] = Field(default=[], alias="extraOpts")
+
+
+class DiskSetup(_Closed):
+    partitions: list[Partition] = []
+    filesystems: list[Filesystem] = []
+
+
+class KubeadmConfigSpec(_Closed):
+    cluster_configuration: dict[str, Any] | None = Field(default=None, alias="clusterConfiguration")
+    init_configuration: dict[str, Any] | None = Field(default=None, alias="initConfiguration")
+    join_configuration: dict[str, Any] | None = Field(default=None, alias="joinConfiguration")
+    files: list[File] = Field(default=[], max_length=200)
+    disk_setup: DiskSetup | None = Field(default=None, alias="diskSetup")
+    mounts: list[list[str]] = Field(default=[], max_length=100)
+    boot_commands: list[str] = Field(default=[], alias="bootCommands", max_length=1000)
+    pre_kubeadm_commands: list[str] = Field(default=[], alias="preKubeadmCommands", max_length=1000)
+    post_kubeadm_commands: list[str] = Field(
+        default=[], alias="postKubeadmCommands", max_length=1000
+    )
+    users: list[User] = Field(default=[], max_length=100)
+    ntp: NTP | None = None
+    format: Literal["cloud-config", "ignition", ""] | None = None
+    verbosity: int | None = Field(default=None, ge=0, le=10)
+    use_experimental_retry_join: bool | None = Field(default=None, alias="useExperimentalRetryJoin")
+    ignition: dict[str, Any] | None = None
+
+    @field_validator("boot_commands", "pre_kubeadm_commands", "post_kubeadm_commands")
+    @classmethod
+    def _command_length(cls, value: list[str]) -> list[str]:
+        for command in value:
+            if len(command) > 10240:
+                raise ValueError("each command is at most 10240 characters")
+        return value
+
+
+class _ConfigDoc(_Strict):
+    api_version: str = Field(alias="apiVersion")
+    metadata: Metadata
+    spec: KubeadmConfigSpec = KubeadmConfigSpec()
+
+
+@dataclass(frozen=True)
+class KubeadmConfig:
+    ref: ObjectRef
+    api_version: str
+    uid: str | None
+    spec: KubeadmConfigSpec
+
+
+# ---------------------------------------------------------------- Secret
+
+
+class _SecretDoc(_Strict):
+    metadata: Metadata
+    type: str | None = None
+    data: dict[str, str] | None = None
+    string_data: dict[str, str] | None = Field(default=None, alias="stringData")
+
+
+@dataclass(frozen=True)
+class Secret:
+    ref: ObjectRef
+    data: dict[str, bytes] = field(repr=False)
+    type: str | None = None
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _ref_of(doc: dict[str, Any], kind: str) -> ObjectRef:
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return ObjectRef(
+        kind,
+        ns if isinstance(ns, str) and ns else "default",
+        name if isinstance(name, str) and name else "<unnamed>",
+    )
+
+
+def _validate(model: type[_Strict], doc: dict[str, Any], ref: ObjectRef) -> Any:
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise validation_error(exc, ref) from None
+    except RecursionError:
+        raise TerminalError("object nests too deeply", obj=ref, reason="InvalidObject") from None
+
+
+def validation_error(exc: ValidationError, ref: ObjectRef) -> TerminalError:
+    """The first pydantic error as a terminal error: field path, reason, offending value."""
+    first = exc.errors(include_url=False)[0]
+    path = ""
+    for part in first["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field"
+    # Never echo values of fields that may hold secrets.
+    secret_field = any(p in ("content", "passwd", "data", "stringData") for p in first["loc"])
+    if first["type"] != "missing" and not secret_field:
+        message = f"{message} (got {show_value(first.get('input'))})"
+    return TerminalError(message, obj=ref, field=path, reason="InvalidField")
+
+
+def parse_cluster(doc: dict[str, Any]) -> Cluster:
+    ref = _ref_of(doc, "Cluster")
+    parsed: _ClusterDoc = _validate(_ClusterDoc, doc, ref)
+    spec = parsed.spec
+    net = spec.cluster_network or _ClusterNetwork()
+    if parsed.api_version.startswith(LEGACY_GROUP + "/"):
+        endpoints = parsed.status.api_endpoints if parsed.status else []
+        ep = endpoints[0] if endpoints else _Endpoint()
+        endpoint_field = "status.apiEndpoints[0]"
+        provider_config = doc.get("spec", {}).get("providerConfig")
+    else:
+        ep = spec.control_plane_endpoint or _Endpoint()
+        endpoint_field = "spec.controlPlaneEndpoint"
+        provider_config = None
+    return Cluster(
+        ref=ObjectRef("Cluster", parsed.metadata.namespace, parsed.metadata.name),
+        api_version=parsed.api_version,
+        pod_cidrs=tuple(net.pods.cidr_blocks) if net.pods else (),
+        service_cidrs=tuple(net.services.cidr_blocks) if net.services else (),
+        dns_domain=net.service_domain or None,
+        endpoint_host=ep.host,
+        endpoint_port=ep.port,
+        endpoint_field=endpoint_field,
+        provider_config=provider_config,
+    )
+
+
+def parse_machine(doc: dict[str, Any]) -> Machine:
+    ref = _ref_of(doc, "Machine")
+    parsed: _MachineDoc = _validate(_MachineDoc, doc, ref)
+    meta, spec = parsed.metadata, parsed.spec
+    ref = ObjectRef("Machine", meta.namespace, meta.name)
+    if parsed.api_version.startswith(LEGACY_GROUP + "/"):
+        cluster_name = meta.labels.get(LEGACY_CLUSTER_NAME_LABEL)
+        cluster_field = f"metadata.labels[{LEGACY_CLUSTER_NAME_LABEL}]"
+        version = spec.versions.kubelet if spec.versions else None
+        version_field = "spec.versions.kubelet"
+        runtime = spec.versions.container_runtime if spec.versions else None
+    else:
+        cluster_name = spec.cluster_name or meta.labels.get(CLUSTER_NAME_LABEL)
+        cluster_field = "spec.clusterName"
+        version = spec.version
+        version_field = "spec.version"
+        runtime = None
+    return Machine(
+        ref=ref,
+        api_version=parsed.api_version,
+        cluster_name=cluster_name,
+        cluster_field=cluster_field,
+        version=version,
+        version_field=version_field,
+        config_ref=spec.bootstrap.config_ref,
+        runtime=runtime,
+        annotations=dict(meta.annotations),
+        provider_config=spec.provider_config,
+        uid=meta.uid,
+    )
+
+
+def parse_config(doc: dict[str, Any]) -> KubeadmConfig:
+    ref = _ref_of(doc, "KubeadmConfig")
+    parsed: _ConfigDoc = _validate(_ConfigDoc, doc, ref)
+    meta = parsed.metadata
+    return KubeadmConfig(
+        ref=ObjectRef("KubeadmConfig", meta.namespace, meta.name),
+        api_version=parsed.api_version,
+        uid=meta.uid,
+        spec=parsed.spec,
+    )
+
+
+def parse_secret(doc: dict[str, Any]) -> Secret:
+    ref = _ref_of(doc, "Secret")
+    parsed: _SecretDoc = _validate(_SecretDoc, doc, ref)
+    data: dict[str, bytes] = {}
+    for key, value in (parsed.data or {}).items():
+        try:
+            data[key] = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise TerminalError(
+                "is not valid base64", obj=ref, field=f"data[{key}]", reason="InvalidField"
+            ) from None
+    for key, text in (parsed.string_data or {}).items():
+        data[key] = text.encode()
+    return Secret(ref=ref, data=data, type=parsed.type)

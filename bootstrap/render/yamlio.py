@@ -1,0 +1,213 @@
+"""YAML in and out on libyaml, with the Python parts PyYAML runs per value made cheaper.
+
+``load_all`` reads multi-document YAML like ``yaml.load_all(text, CSafeLoader)`` at about
+twice its speed; ``dump`` writes a value the way nodesmith's documents are written (block
+style, insertion order, multi-line text as literal blocks) through libyaml's emitter.
+
+With libyaml the scanning, parsing and composing are C, but PyYAML builds the Python values
+in its generic ``SafeConstructor`` (deep-construction generators, per-node state), which is
+half of the time ``nodesmith serve`` spends on a YAML body. Kubernetes bundles are plain
+mappings, sequences and strings, so those are built here directly from the composed nodes;
+every other scalar goes through the same SafeConstructor method PyYAML would call (``yes``
+is still ``True``, ``0o17`` still 15, timestamps still datetimes). A document using anything
+else (merge keys, ``!!set``, ``!!binary``, unknown tags, unhashable keys) is handed to
+PyYAML's own ``construct_document``, so its result or its error is exactly PyYAML's.
+Aliases keep PyYAML's semantics too: one node becomes one shared Python object.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+_CLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_RESOLVER = Resolver()
+_MEMO_LEN = 128  # longer scalars are rare (file contents) and not worth keeping
+
+
+@functools.lru_cache(maxsize=8192)
+def _implicit_tag(value: str, quoted_implicit: bool) -> str:
+    tag: str = _RESOLVER.resolve(ScalarNode, value, (True, quoted_implicit))  # type: ignore[no-untyped-call]
+    return tag
+
+
+class MemoResolve:
+    """``resolve`` with the implicit-tag regex scan memoized.
+
+    Both libyaml's composer and PyYAML's representer ask the Python resolver, for every plain
+    scalar, which of a dozen regexes (bool, int, float, null, timestamp...) it matches. A
+    bundle repeats the same keys and values ("apiVersion", "kind", "name"...), so the answer is
+    cached by value. Safe only because the safe resolver has no path resolvers: the tag of a
+    scalar depends on its text alone.
+    """
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is ScalarNode and implicit[0] and len(value) <= _MEMO_LEN:
+            return _implicit_tag(value, implicit[1])
+        return Resolver.resolve(self, kind, value, implicit)  # type: ignore[arg-type,no-untyped-call]
+
+
+class Loader(MemoResolve, _CLoader):  # type: ignore[misc]
+    """libyaml's safe loader with the memoized resolver."""
+
+
+class Dumper(MemoResolve, _CDumper):  # type: ignore[misc]
+    """libyaml's safe dumper with the memoized resolver."""
+
+
+assert not Resolver.yaml_path_resolvers, "MemoResolve assumes no YAML path resolvers"
+
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+_SCALARS = {
+    f"tag:yaml.org,2002:{name}": f"construct_yaml_{name}"
+    for name in ("null", "bool", "int", "float", "timestamp")
+}
+_KEY_TAGS = frozenset({_STR, *_SCALARS})  # hashable keys PyYAML would not treat specially
+
+
+class _Fallback(Exception):
+    """The document needs PyYAML's full constructor."""
+
+
+class _Tally:
+    """What the builder saw: values built, and whether the result is a plain tree.
+
+    Plain means no collection was reached twice (no aliased map or list) and every string is
+    ASCII; then ``values`` is exactly the size of the expanded tree and no string can hold a
+    lone surrogate, so a caller need not walk the result again to check either.
+    """
+
+    def __init__(self) -> None:
+        self.values = 0
+        self.plain = True
+
+
+def _builder(loader: Any, tally: _Tally) -> Callable[[Node], Any]:
+    scalars = {tag: getattr(loader, method) for tag, method in _SCALARS.items()}
+    built: dict[int, Any] = {}
+
+    def build(node: Node) -> Any:
+        tally.values += 1
+        tag = node.tag
+        if type(node) is ScalarNode:
+            if tag == _STR:
+                value = node.value
+                if not value.isascii():
+                    tally.plain = False
+                return value
+            make = scalars.get(tag)
+            if make is None:
+                raise _Fallback
+            return make(node)
+        done = built.get(id(node))
+        if done is not None:
+            tally.plain = False  # an alias: the tree is larger than the nodes built
+            return done
+        if tag == _MAP and type(node) is MappingNode:
+            mapping: dict[Any, Any] = {}
+            built[id(node)] = mapping
+            for key_node, value_node in node.value:
+                if type(key_node) is not ScalarNode or key_node.tag not in _KEY_TAGS:
+                    raise _Fallback  # merge keys, '=' keys, collections as keys
+                mapping[build(key_node)] = build(value_node)
+            return mapping
+        if tag == _SEQ and type(node) is SequenceNode:
+            sequence: list[Any] = []
+            built[id(node)] = sequence
+            sequence.extend(build(item) for item in node.value)
+            return sequence
+        raise _Fallback
+
+    return build
+
+
+def load_all_counted(text: str) -> tuple[list[Any], int | None]:
+    """Every document of ``text``, and the number of values in them when that is known
+    without another walk (a plain tree, see ``_Tally``), else None."""
+    loader = Loader(text)
+    docs: list[Any] = []
+    tally = _Tally()
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            try:
+                docs.append(_builder(loader, tally)(node))
+            except _Fallback:
+                tally.plain = False
+                docs.append(loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return docs, tally.values if tally.plain else None
+
+
+def load_all(text: str) -> list[Any]:
+    """Every document of ``text``; raises what ``yaml.load_all`` would raise."""
+    return load_all_counted(text)[0]
+
+
+_NULL, _BOOL, _INT = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool",
+                      "tag:yaml.org,2002:int")  # fmt: skip
+
+
+def _str_style(value: str) -> str | None:
+    """Literal block (``|``) for printable multi-line text, so files stay readable."""
+    return "|" if "\n" in value and value.replace("\n", "").isprintable() else None
+
+
+def _represent(dumper: Any, value: Any) -> Node:
+    """The node PyYAML's SafeRepresenter would make, without its per-value machinery.
+
+    dict, list, str, bool, int and None, by exact type; anything else (floats, dates,
+    subclasses) is PyYAML's own ``represent_data``. Unlike PyYAML, an object that occurs twice
+    is written out twice, never as an ``&id001`` anchor: cloud-init and kubeadm read both, a
+    person reads the former.
+    """
+    kind = type(value)
+    if kind is str:
+        return ScalarNode(_STR, value, style=_str_style(value))
+    if kind is dict:
+        return MappingNode(_MAP, [(_represent(dumper, k), _represent(dumper, v))
+                                  for k, v in value.items()], flow_style=False)  # fmt: skip
+    if kind is list:
+        return SequenceNode(_SEQ, [_represent(dumper, v) for v in value], flow_style=False)
+    if kind is bool:
+        return ScalarNode(_BOOL, "true" if value else "false")
+    if kind is int:
+        return ScalarNode(_INT, str(value))
+    if value is None:
+        return ScalarNode(_NULL, "null")
+    node: Node = dumper.represent_data(value)
+    return node
+
+
+def dump(value: Any) -> str:
+    """``value`` as one YAML document: block style, keys in insertion order, no line folding,
+    UTF-8 text as is, multi-line strings as literal blocks."""
+    stream = io.StringIO()
+    dumper = Dumper(stream, default_flow_style=False, sort_keys=False, width=1_000_000,
+                    allow_unicode=True)  # fmt: skip
+    try:
+        dumper.open()
+        dumper.serialize(_represent(dumper, value))
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
+
+
+def dump_stream(objects: list[dict[str, Any]]) -> bytes:
+    """Kubernetes objects as one ``---``-separated stream, as ``kubectl apply -f`` reads it.
+
+    Plain PyYAML (``safe_dump_all``) on purpose: these files are read back by tools, and a
+    person rarely edits them, so they keep PyYAML's usual layout.
+    """
+    return yaml.safe_dump_all(objects, sort_keys=False).encode()

@@ -1,0 +1,814 @@
+"""``nodesmith render`` through its command line: exit codes, messages, outputs, namespacing.
+
+Most cases call ``bootstrap.cli.main.main`` in-process (fast); a few run the installed console
+script in a subprocess to prove the real entry point maps errors to exit codes the same way.
+Every successful userdata output is checked with the real ``cloud-init schema`` validator.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from render_helpers import (
+    CA_SECRETS,
+    DATA,
+    FIXED_NOW,
+    assert_valid_cloud_config,
+    cloud_init_schema,
+    files_by_path,
+    kubeadm_documents,
+    openssl_spki_hash,
+    script_config,
+    secret_data,
+)
+
+from bootstrap.cli import main as cli
+
+NODESMITH = str(Path(sys.executable).with_name("nodesmith"))
+BASE = DATA / "v1beta1-v1beta4" / "bundle.yaml"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def base_docs(ca: bool = True) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(BASE.read_text()) if d]
+    if ca:
+        docs += [d for d in yaml.safe_load_all(CA_SECRETS.read_text()) if d]
+    return docs
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str, ns: str = "prod") -> dict[str, Any]:
+    for d in docs:
+        meta = d["metadata"]
+        if d["kind"] == kind and meta["name"] == name and meta.get("namespace") == ns:
+            return d
+    raise KeyError((kind, ns, name))
+
+
+def write(tmp_path: Path, docs: list[dict[str, Any]], name: str = "bundle.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(["render", *args])
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str, *needles: str) -> str:
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("nodesmith: error:")]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def render_ok(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, str]:
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    return out, err
+
+
+# ---------------------------------------------------------------- terminal errors (65)
+
+
+def _mutate_ignition(docs: list[dict[str, Any]]) -> None:
+    find(docs, "KubeadmConfig", "md-0")["spec"]["format"] = "ignition"
+
+
+def _mutate_old_version(docs: list[dict[str, Any]]) -> None:
+    find(docs, "Machine", "md-0")["spec"]["version"] = "v1.21.3"
+
+
+def _mutate_bad_cidr(docs: list[dict[str, Any]]) -> None:
+    net = find(docs, "Cluster", "alpha")["spec"]["clusterNetwork"]
+    net["services"]["cidrBlocks"] = ["10.128.0.0/33"]
+
+
+def _mutate_unknown_kubeadm_field(docs: list[dict[str, Any]]) -> None:
+    join = find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]
+    join["nodeRegistration"]["imagePullPolicyy"] = "Always"
+
+
+def _mutate_content_and_from(docs: list[dict[str, Any]]) -> None:
+    f = find(docs, "KubeadmConfig", "md-0")["spec"]["files"][2]
+    f["content"] = "inline"
+
+
+def _mutate_duplicate_path(docs: list[dict[str, Any]]) -> None:
+    files = find(docs, "KubeadmConfig", "md-0")["spec"]["files"]
+    files[1]["path"] = files[0]["path"]
+
+
+def _mutate_bad_token(docs: list[dict[str, Any]]) -> None:
+    join = find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]
+    join["discovery"]["bootstrapToken"]["token"] = "NOTATOKEN.secretpart"
+
+
+def _mutate_unknown_runtime(docs: list[dict[str, Any]]) -> None:
+    meta = find(docs, "Machine", "md-0")["metadata"]
+    meta["annotations"] = {"bootstrap.nodesmith.dev/container-runtime": "dockershim"}
+
+
+TERMINAL = {
+    "ignition": (_mutate_ignition, ["KubeadmConfig prod/md-0", "spec.format", "Ignition"]),
+    "old-version": (_mutate_old_version, ["Machine prod/md-0", "spec.version", "v1.21.3"]),
+    "bad-cidr": (
+        _mutate_bad_cidr,
+        ["Cluster prod/alpha", "spec.clusterNetwork.services.cidrBlocks[0]", "10.128.0.0/33"],
+    ),
+    "unknown-kubeadm-field": (
+        _mutate_unknown_kubeadm_field,
+        ["KubeadmConfig prod/md-0", "imagePullPolicyy", "unknown"],
+    ),
+    "content-and-contentFrom": (
+        _mutate_content_and_from,
+        ["KubeadmConfig prod/md-0", "spec.files[2]", "content and contentFrom"],
+    ),
+    "duplicate-path": (
+        _mutate_duplicate_path,
+        ["KubeadmConfig prod/md-0", "spec.files[1].path", "/etc/nodesmith/worker.txt"],
+    ),
+    "bad-token": (
+        _mutate_bad_token,
+        ["KubeadmConfig prod/md-0", "spec.joinConfiguration.discovery.bootstrapToken.token"],
+    ),
+    "unknown-runtime": (
+        _mutate_unknown_runtime,
+        [
+            "Machine prod/md-0",
+            "metadata.annotations[bootstrap.nodesmith.dev/container-runtime]",
+            "dockershim",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TERMINAL))
+def test_terminal_errors(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mutate, needles = TERMINAL[case]
+    docs = base_docs()
+    mutate(docs)
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert code == 65, err
+    assert out == ""
+    line = assert_one_line_error(err, *needles)
+    assert "secretpart" not in line  # a token is never echoed
+    # --all refuses as well, and writes nothing at all.
+    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--all", "--out-dir", str(out_dir))
+    assert code == 65
+    assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+def test_join_without_ca_needs_unsafe_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, base_docs(ca=False))
+    code, _, err = run(capsys, "-f", path, "--machine", "prod/md-0")
+    assert code == 65
+    assert_one_line_error(
+        err, "Machine prod/md-0", "prod/alpha-ca", "--unsafe-skip-ca-verification"
+    )
+    # The decoy namespace has an alpha-ca Secret; it is not used.
+    out, err = render_ok(
+        capsys, "-f", path, "--machine", "prod/md-0", "--unsafe-skip-ca-verification"
+    )
+    cc = assert_valid_cloud_config(out)
+    (join,) = kubeadm_documents(cc, "/run/kubeadm/kubeadm-join-config.yaml")
+    token = join["discovery"]["bootstrapToken"]
+    assert token["unsafeSkipCAVerification"] is True
+    assert "caCertHashes" not in token
+    assert "does not pin the cluster CA" in err
+
+
+def test_join_control_plane_without_ca_is_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, base_docs(ca=False))
+    code, _, err = run(
+        capsys, "-f", path, "--machine", "prod/cp-1", "--unsafe-skip-ca-verification"
+    )
+    assert code == 65
+    assert_one_line_error(err, "Machine prod/cp-1", "alpha-ca")
+
+
+# ---------------------------------------------------------------- image manifest
+
+
+def _manifest(tmp_path: Path, runtime: str, kubelet: str | None) -> str:
+    name, _, version = runtime.partition("=")
+    doc = {
+        "schemaVersion": 1,
+        "name": "debian-12-k8s",
+        "runtime": {"name": name, "version": version or None},
+        "kubernetes": {"kubelet": kubelet, "kubeadm": kubelet},
+    }
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _with_runtime(tmp_path: Path, runtime: str) -> str:
+    docs = base_docs()
+    find(docs, "Machine", "md-0")["metadata"]["annotations"] = {
+        "bootstrap.nodesmith.dev/container-runtime": runtime
+    }
+    return write(tmp_path, docs)
+
+
+def test_image_manifest_match(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _with_runtime(tmp_path, "containerd=1.7")
+    manifest = _manifest(tmp_path, "containerd=1.7.22-1", "1.31.4-1.1")
+    out, _ = render_ok(capsys, "-f", path, "--machine", "prod/md-0", "--image-manifest", manifest)
+    assert (
+        script_config(assert_valid_cloud_config(out))["pre"][0]
+        == "echo pre-worker > /run/nodesmith-pre"
+    )
+
+
+def test_image_manifest_runtime_mismatch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _with_runtime(tmp_path, "containerd=1.7.22")
+    manifest = _manifest(tmp_path, "containerd=1.6.20", "1.31.4")
+    code, _, err = run(capsys, "-f", path, "--machine", "prod/md-0", "--image-manifest", manifest)
+    assert code == 65
+    assert_one_line_error(
+        err, "Machine prod/md-0", "container-runtime", "containerd 1.7.22", "containerd 1.6.20"
+    )
+    out, _ = render_ok(
+        capsys,
+        "-f",
+        path,
+        "--machine",
+        "prod/md-0",
+        "--image-manifest",
+        manifest,
+        "--allow-runtime-install",
+    )
+    pre = script_config(assert_valid_cloud_config(out))["pre"]
+    assert any("apt-get install" in c and "containerd=1.7.22*" in c for c in pre), pre
+    assert pre[-2:] == ["echo pre-worker > /run/nodesmith-pre", "sysctl --system"]
+
+
+def test_image_manifest_kubelet_mismatch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = _manifest(tmp_path, "containerd=1.7.22", "1.30.6")
+    path = write(tmp_path, base_docs())
+    code, _, err = run(capsys, "-f", path, "--machine", "prod/md-0", "--image-manifest", manifest)
+    assert code == 65
+    assert_one_line_error(err, "Machine prod/md-0", "spec.version", "v1.31.4", "1.30.6")
+    out, _ = render_ok(
+        capsys,
+        "-f",
+        path,
+        "--machine",
+        "prod/md-0",
+        "--image-manifest",
+        manifest,
+        "--allow-runtime-install",
+    )
+    pre = script_config(assert_valid_cloud_config(out))["pre"]
+    assert any("kubelet=1.31.4-*" in c for c in pre), pre
+
+
+def test_image_manifest_unreadable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "manifest.json"
+    bad.write_text('{"schemaVersion": 1}')
+    code, _, err = run(
+        capsys, "-f", str(BASE), "--machine", "prod/md-0", "--image-manifest", str(bad)
+    )
+    assert code == 65
+    assert_one_line_error(err, "manifest.json", "runtime")
+
+
+# ---------------------------------------------------------------- transient (75)
+
+
+def test_join_without_endpoint_is_transient(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    del find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]
+    path = write(tmp_path, docs)
+    code, out, err = run(capsys, "-f", path, "--machine", "prod/md-0")
+    assert code == 75 and out == ""
+    assert_one_line_error(err, "Cluster prod/alpha", "spec.controlPlaneEndpoint")
+    # An init renders anyway, with a warning.
+    out, err = render_ok(capsys, "-f", path, "--machine", "prod/cp-0")
+    assert_valid_cloud_config(out)
+    assert "no control-plane endpoint" in err
+
+
+def test_missing_content_from_secret_is_transient(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = [
+        d
+        for d in base_docs()
+        if not (
+            d["kind"] == "Secret"
+            and d["metadata"]["name"] == "app-secret"
+            and d["metadata"]["namespace"] == "prod"
+        )
+    ]
+    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert code == 75
+    # The decoy namespace's app-secret is not a substitute.
+    assert_one_line_error(
+        err, "KubeadmConfig prod/md-0", "spec.files[2].contentFrom", "prod/app-secret"
+    )
+
+
+def test_transient_and_terminal_together_is_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    del find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]
+    find(docs, "Machine", "cp-1")["spec"]["version"] = "banana"
+    out_dir = tmp_path / "out"
+    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--all", "--out-dir", str(out_dir))
+    assert code == 65
+    assert "nothing written" in err and "Traceback" not in err
+    assert not out_dir.exists()
+
+
+# ---------------------------------------------------------------- namespacing
+
+
+def test_cluster_in_other_namespace_is_never_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    lonely = copy.deepcopy(find(docs, "Machine", "md-0"))
+    lonely["metadata"]["namespace"] = "lonely"
+    config = copy.deepcopy(find(docs, "KubeadmConfig", "md-0"))
+    config["metadata"]["namespace"] = "lonely"
+    docs += [lonely, config]
+    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "lonely/md-0")
+    assert code == 65
+    assert_one_line_error(
+        err,
+        "Machine lonely/md-0",
+        "spec.clusterName",
+        "lonely/alpha",
+        "never used",
+        "decoy",
+        "prod",
+    )
+
+
+def test_secrets_only_from_machine_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only the decoy namespace has the CA: the prod join must not pin it.
+    docs = base_docs(ca=False)
+    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert code == 65
+    assert "prod/alpha-ca" in err
+    # Move the whole prod set to another namespace with a CA: it pins its own CA.
+    moved = []
+    for d in base_docs():
+        if d["metadata"].get("namespace") == "prod":
+            d = copy.deepcopy(d)
+            d["metadata"]["namespace"] = "team-b"
+            moved.append(d)
+    out, _ = render_ok(
+        capsys, "-f", write(tmp_path, moved + base_docs(), "two.yaml"), "--machine", "team-b/md-0"
+    )
+    (join,) = kubeadm_documents(
+        assert_valid_cloud_config(out), "/run/kubeadm/kubeadm-join-config.yaml"
+    )
+    cert = secret_data(CA_SECRETS, "alpha-ca", "prod", "tls.crt")
+    assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [openssl_spki_hash(cert)]
+
+
+def test_bare_machine_name_means_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "-f", str(BASE), "--machine", "md-0")
+    assert code == 65
+    assert_one_line_error(err, "default/md-0", "namespace prod")
+
+
+# ---------------------------------------------------------------- usage (2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--machine", "prod/md-0"],
+        ["-f", str(BASE)],
+        ["-f", str(BASE), "--machine", "prod/md-0", "--all"],
+        ["-f", str(BASE), "--all"],
+        ["-f", str(BASE), "--machine", "prod/md-0", "--out-dir", "/tmp/x"],
+        ["-f", str(BASE), "--machine", "prod/md-0", "--token-ttl", "soon"],
+        ["-f", str(BASE), "--machine", "prod/md-0", "--output", "xml"],
+    ],
+    ids=[
+        "nothing",
+        "no-file",
+        "no-target",
+        "both-targets",
+        "all-no-dir",
+        "dir-no-all",
+        "bad-ttl",
+        "bad-output",
+    ],
+)
+def test_usage_errors(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == "" and "Traceback" not in err and err.strip()
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def test_output_json(capsys: pytest.CaptureFixture[str]) -> None:
+    out, _ = render_ok(
+        capsys, "-f", str(BASE), "-f", str(CA_SECRETS), "--machine", "prod/md-0", "-o", "json"
+    )
+    env = json.loads(out)
+    assert {"format", "value", "sha256", "size", "warnings"} <= set(env)
+    assert env["format"] == "cloud-config"
+    import hashlib
+
+    assert env["sha256"] == hashlib.sha256(env["value"].encode()).hexdigest()
+    assert env["size"] == len(env["value"].encode())
+    assert env["warnings"] == []
+    assert_valid_cloud_config(env["value"])
+
+
+def test_output_secret(capsys: pytest.CaptureFixture[str]) -> None:
+    for machine, uid in (
+        ("prod/cp-0", "0f6b1c9e-3f44-4c55-9a63-4f2c8b1d7a01"),
+        ("prod/md-0", None),
+    ):
+        out, _ = render_ok(
+            capsys, "-f", str(BASE), "-f", str(CA_SECRETS), "--machine", machine, "-o", "secret"
+        )
+        secret = yaml.safe_load(out)
+        name = machine.split("/")[1]
+        assert secret["kind"] == "Secret" and secret["apiVersion"] == "v1"
+        assert secret["metadata"]["name"] == name and secret["metadata"]["namespace"] == "prod"
+        assert secret["type"] == "cluster.x-k8s.io/secret"
+        assert secret["metadata"]["labels"] == {"cluster.x-k8s.io/cluster-name": "alpha"}
+        assert base64.b64decode(secret["data"]["format"]) == b"cloud-config"
+        assert_valid_cloud_config(base64.b64decode(secret["data"]["value"]))
+        owners = secret["metadata"].get("ownerReferences")
+        if uid:
+            assert owners == [
+                {
+                    "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1",
+                    "kind": "KubeadmConfig",
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        else:
+            assert owners is None
+
+
+def test_gzip_and_size_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    plain, err = render_ok(capsys, "-f", str(BASE), "-f", str(CA_SECRETS), "--machine", "prod/cp-0")
+    assert len(plain.encode()) > 16 * 1024
+    assert "over the 16 KiB AWS limit" in err and "--gzip" in err
+    code = cli.main(
+        [
+            "render",
+            "-f",
+            str(BASE),
+            "-f",
+            str(CA_SECRETS),
+            "--machine",
+            "prod/cp-0",
+            "--gzip",
+            "-o",
+            "json",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0 and "16 KiB" not in err
+    env = json.loads(out)
+    raw = base64.b64decode(env["value"])
+    assert env["size"] == len(raw) < 16 * 1024
+    assert gzip.decompress(raw).decode() == plain
+    ok, msg = cloud_init_schema(gzip.decompress(raw))
+    assert ok, msg
+
+
+def test_all_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "out"
+    _, err = render_ok(
+        capsys, "--all", "-f", str(BASE.parent), "-f", str(CA_SECRETS), "--out-dir", str(out_dir)
+    )
+    files = sorted(out_dir.iterdir())
+    assert [f.name for f in files] == [f"prod_{m}.cloud-config" for m in ("cp-0", "cp-1", "md-0")]
+    for f in files:
+        assert f.stat().st_mode & 0o777 == 0o600
+    for f in files:
+        assert_valid_cloud_config(f.read_text())
+    assert "rendered 3 Machines" in err
+
+
+def test_all_writes_nothing_when_one_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    find(docs, "KubeadmConfig", "cp-1")["spec"]["format"] = "ignition"
+    out_dir = tmp_path / "out"
+    secrets_out = tmp_path / "secrets.yaml"
+    code, _, err = run(
+        capsys,
+        "--all",
+        "-f",
+        write(tmp_path, docs),
+        "--out-dir",
+        str(out_dir),
+        "--secrets-out",
+        str(secrets_out),
+    )
+    assert code == 65
+    assert_one_line_error(err, "KubeadmConfig prod/cp-1", "spec.format")
+    assert not out_dir.exists() and not secrets_out.exists()
+
+
+def test_token_secret_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = base_docs()
+    del find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]["discovery"]
+    token_out = tmp_path / "tokens.yaml"
+    out, _ = render_ok(
+        capsys,
+        "-f",
+        write(tmp_path, docs),
+        "--machine",
+        "prod/md-0",
+        "--token-secret-out",
+        str(token_out),
+        "--token-ttl",
+        "30m",
+    )
+    (join,) = kubeadm_documents(
+        assert_valid_cloud_config(out), "/run/kubeadm/kubeadm-join-config.yaml"
+    )
+    token = join["discovery"]["bootstrapToken"]["token"]
+    tid, secret_part = token.split(".")
+    assert token_out.stat().st_mode & 0o777 == 0o600
+    (secret,) = list(yaml.safe_load_all(token_out.read_text()))
+    assert secret["metadata"] == {"name": f"bootstrap-token-{tid}", "namespace": "kube-system"}
+    assert secret["type"] == "bootstrap.kubernetes.io/token"
+    data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert data["token-id"] == tid and data["token-secret"] == secret_part
+    assert data["usage-bootstrap-authentication"] == data["usage-bootstrap-signing"] == "true"
+    assert data["auth-extra-groups"] == "system:bootstrappers:kubeadm:default-node-token"
+    from datetime import UTC, datetime
+
+    expires = datetime.strptime(data["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert timedelta(minutes=29) < expires - datetime.now(UTC) <= timedelta(minutes=30)
+    # The token is redacted on the node and never in stderr.
+    assert script_config(yaml.safe_load(out))["redact"] == [token]
+
+
+def test_secrets_out_then_join_pins_same_ca(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs(ca=False)
+    path = write(tmp_path, docs)
+    secrets_out = tmp_path / "secrets.yaml"
+    out, _ = render_ok(
+        capsys, "-f", path, "--machine", "prod/cp-0", "--secrets-out", str(secrets_out)
+    )
+    init_cc = assert_valid_cloud_config(out)
+    assert secrets_out.stat().st_mode & 0o777 == 0o600
+    secrets = list(yaml.safe_load_all(secrets_out.read_text()))
+    assert sorted(s["metadata"]["name"] for s in secrets) == [
+        f"alpha-{s}" for s in ("ca", "etcd", "proxy", "sa")
+    ]
+    assert {s["metadata"]["namespace"] for s in secrets} == {"prod"}
+    ca_pem = secret_data(secrets_out, "alpha-ca", "prod", "tls.crt")
+    assert files_by_path(init_cc)["/etc/kubernetes/pki/ca.crt"]["content"].encode() == ca_pem
+    out, _ = render_ok(capsys, "-f", path, "-f", str(secrets_out), "--machine", "prod/md-0")
+    (join,) = kubeadm_documents(
+        assert_valid_cloud_config(out), "/run/kubeadm/kubeadm-join-config.yaml"
+    )
+    assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [openssl_spki_hash(ca_pem)]
+    # --all does the same in one go: the join pins the CA the init generated.
+    out_dir = tmp_path / "all"
+    secrets_all = tmp_path / "all-secrets.yaml"
+    render_ok(
+        capsys, "--all", "-f", path, "--out-dir", str(out_dir), "--secrets-out", str(secrets_all)
+    )
+    ca_all = secret_data(secrets_all, "alpha-ca", "prod", "tls.crt")
+    cc = yaml.safe_load((out_dir / "prod_md-0.cloud-config").read_text())
+    (join,) = kubeadm_documents(cc, "/run/kubeadm/kubeadm-join-config.yaml")
+    assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [openssl_spki_hash(ca_all)]
+
+
+def test_stdin_input(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(BASE.read_text()))
+    out, _ = render_ok(capsys, "-f", "-", "-f", str(CA_SECRETS), "--machine", "prod/md-0")
+    assert_valid_cloud_config(out)
+
+
+def test_directory_input_matches_files(capsys: pytest.CaptureFixture[str]) -> None:
+    from_dir, _ = render_ok(
+        capsys, "-f", str(DATA / "v1beta2-v1beta3"), "-f", str(CA_SECRETS), "--machine", "prod/md-0"
+    )
+    golden = DATA / "golden" / "v1beta2-v1beta3" / "worker-join.cloud-config"
+    assert from_dir == golden.read_text()
+
+
+def test_missing_input_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "-f", "/nonexistent/x.yaml", "--machine", "prod/md-0")
+    assert code == 65
+    assert_one_line_error(err, "/nonexistent/x.yaml", "no such file")
+
+
+# ---------------------------------------------------------------- real entry point
+
+
+def _subprocess(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NODESMITH, "render", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_subprocess_exit_codes(tmp_path: Path) -> None:
+    docs = base_docs()
+    _mutate_ignition(docs)
+    proc = _subprocess("-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert proc.returncode == 65 and proc.stdout == ""
+    assert_one_line_error(proc.stderr, "spec.format")
+
+    docs = base_docs()
+    del find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]
+    proc = _subprocess("-f", "-", "--machine", "prod/md-0", stdin=yaml.safe_dump_all(docs))
+    assert proc.returncode == 75
+    assert_one_line_error(proc.stderr, "spec.controlPlaneEndpoint")
+
+    proc = _subprocess("--machine", "prod/md-0")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+    proc = _subprocess(
+        "-f",
+        "-",
+        "--machine",
+        "prod/md-0",
+        stdin=BASE.read_text() + CA_SECRETS.read_text().replace("# Fixed", "---\n# Fixed", 1),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_valid_cloud_config(proc.stdout)
+
+
+# ---------------------------------------------------------------- the validator itself
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "#cloud-config\nruncmd: 5\n",
+        "#cloud-config\nwrite_files:\n- content: no path\n",
+        "runcmd: [missing-header]\n",
+        "#cloud-config\nusers:\n- name: x\n  lock_passwd: 'yes'\n",
+    ],
+)
+def test_validator_rejects_bad_cloud_config(bad: str) -> None:
+    ok, output = cloud_init_schema(bad)
+    assert not ok, output
+    with pytest.raises(AssertionError):
+        assert_valid_cloud_config(bad)
+
+
+def test_validator_rejects_keys_cloud_init_ignores() -> None:
+    with pytest.raises(AssertionError, match="silently ignore"):
+        assert_valid_cloud_config("#cloud-config\nruncmdd: [a]\n")
+
+
+def test_validator_rejects_broken_golden() -> None:
+    text = (DATA / "golden" / "v1beta1-v1beta4" / "worker-join.cloud-config").read_text()
+    broken = text.replace("permissions: '0755'", "permissions: [0755]")
+    assert broken != text
+    assert not cloud_init_schema(broken)[0]
+
+
+def test_fixed_clock_is_honoured() -> None:
+    from bootstrap.render import RenderOptions, render_machine
+    from bootstrap.render.resolve import Bundle
+
+    docs = base_docs()
+    del find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]["discovery"]
+    result = render_machine(Bundle(docs), "prod/md-0", RenderOptions(now=FIXED_NOW))
+    assert result.bootstrap_token_secret is not None
+    exp = base64.b64decode(result.bootstrap_token_secret["data"]["expiration"]).decode()
+    assert exp == "2026-12-02T12:15:00Z"
+
+
+# ---------------------------------------------------------------- regressions (property test)
+
+
+def test_partial_ca_secrets_generate_only_the_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the property test: a missing alpha-ca with the other three present crashed."""
+    docs = [d for d in base_docs() if d["metadata"]["name"] != "alpha-ca"]
+    secrets_out = tmp_path / "secrets.yaml"
+    out, _ = render_ok(
+        capsys,
+        "-f",
+        write(tmp_path, docs),
+        "--machine",
+        "prod/cp-0",
+        "--secrets-out",
+        str(secrets_out),
+    )
+    assert_valid_cloud_config(out)
+    generated = list(yaml.safe_load_all(secrets_out.read_text()))
+    assert [s["metadata"]["name"] for s in generated] == ["alpha-ca"]
+    files = files_by_path(yaml.safe_load(out))
+    kept = secret_data(CA_SECRETS, "alpha-etcd", "prod", "tls.crt")
+    assert files["/etc/kubernetes/pki/etcd/ca.crt"]["content"].encode() == kept
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("md-0\nruncmd: [evil]", "prod/md-0"), ("MD_0", "prod/MD_0"), ("md-0", "prod/md-0\nx")],
+)
+def test_names_cannot_inject_cloud_config(
+    name: str, target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the property test: a name with a newline rendered into the header comment."""
+    docs = base_docs()
+    find(docs, "Machine", "md-0")["metadata"]["name"] = name
+    code, out, err = run(capsys, "-f", write(tmp_path, docs), "--machine", target)
+    assert code == 65 and out == ""
+    assert err.count("\n") == 1
+    assert "RFC 1123" in err or "NAMESPACE/NAME" in err
+
+
+def test_unhashable_kind_is_ignored_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = [*base_docs(), {"kind": ["Secret"], "metadata": {"name": "x"}}]
+    out, _ = render_ok(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert_valid_cloud_config(out)
+
+
+def test_lone_surrogate_escape_is_a_parse_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "b.yaml"
+    extra = '{"kind": "Secret", "metadata": {"name": "s", "namespace": "prod"}, '
+    extra += '"stringData": {"k": "\\ud800"}}\n'
+    path.write_text(BASE.read_text() + "---\n" + extra)
+    code, _, err = run(capsys, "-f", str(path), "--machine", "prod/md-0")
+    assert code == 65
+    assert_one_line_error(err, "Unicode")
+
+
+def test_stdin_not_utf8(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [NODESMITH, "render", "-f", "-", "--machine", "prod/md-0"],
+        input=b"kind: Machine\nmetadata: {name: \xff}\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 65
+    assert b"Traceback" not in proc.stderr and b"not UTF-8" in proc.stderr
+
+
+def test_endpoint_port_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = base_docs()
+    find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]["port"] = 99999
+    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert code == 65
+    assert_one_line_error(err, "Cluster prod/alpha", "spec.controlPlaneEndpoint.port", "99999")

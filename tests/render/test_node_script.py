@@ -1,0 +1,230 @@
+"""The on-node bootstrap script, run for real on this host inside a private mount namespace.
+
+The script under test is the packed copy taken out of rendered userdata, i.e. exactly what a
+node receives. /run is a fresh tmpfs and /etc an overlay inside the namespace, so the host is
+never touched. kubeadm cannot exist here: a kubeadm STAND-IN (written below, never shipped)
+records its arguments and exits as each test tells it to.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bootstrap.render import RenderOptions, render_machine
+from bootstrap.render.loader import load_paths
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare(1) for a private mount namespace",
+)
+
+STANDIN = textwrap.dedent("""\
+    #!/usr/bin/python3
+    # kubeadm STAND-IN for nodesmith's tests; never part of an image.
+    import json, os, sys
+    args = sys.argv[1:]
+    with open("/run/standin/calls.jsonl", "a") as f:
+        f.write(json.dumps(args) + "\\n")
+    if args[:1] == ["reset"]:
+        sys.exit(0)
+    config = args[args.index("--config") + 1]
+    text = open(config).read()
+    if "kind: JoinConfiguration" not in text and "kind: InitConfiguration" not in text:
+        print("stand-in: not a kubeadm config"); sys.exit(3)
+    mode = open("/run/standin/mode").read().split()
+    if mode[0] == "ok":
+        sys.exit(0)
+    if mode[0] == "transient":
+        count = len([l for l in open("/run/standin/calls.jsonl") if '"reset"' not in l])
+        if count <= int(mode[1]):
+            print("error execution phase preflight: couldn't validate the identity of the "
+                  "API Server: Get https://192.0.2.10:6443: connection refused; "
+                  "token " + mode[2] if len(mode) > 2 else "connection refused")
+            sys.exit(1)
+        sys.exit(0)
+    print("[preflight] Some fatal errors occurred"); sys.exit(int(mode[1]))
+""")
+
+RUNNER = textwrap.dedent("""\
+    set -e
+    T="$1"
+    mount --make-rprivate /
+    mount -t tmpfs tmpfs /run
+    mount -t overlay overlay -o lowerdir=/etc,upperdir=$T/upper,workdir=$T/work /etc
+    mkdir -p /run/kubeadm /run/standin
+    cp $T/kubeadm.yaml "$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]));
+    print(c["command"][3])' $T/config.json)"
+    cp $T/mode /run/standin/mode
+    if [ -f $T/joined ]; then mkdir -p /etc/kubernetes; touch /etc/kubernetes/kubelet.conf; fi
+    set +e
+    PATH=$T/bin:/usr/sbin:/usr/bin:/sbin:/bin /usr/bin/python3 $T/script $T/config.json \\
+        > $T/out.txt 2>&1
+    echo $? > $T/rc
+    cp -a /run/cluster-api $T/result 2>/dev/null
+    cp -a /run/standin $T/standin-result 2>/dev/null
+    exit 0
+""")
+
+
+def _rendered(machine: str = "default/demo-md-0", annotations: dict[str, str] | None = None):
+    objects = load_paths([str(REPO / "examples")])
+    for obj in objects:
+        if obj["kind"] == "Machine" and annotations:
+            obj["metadata"].setdefault("annotations", {}).update(annotations)
+    result = render_machine(objects, machine, RenderOptions(unsafe_skip_ca_verification=True))
+    files = {f["path"]: f for f in yaml.safe_load(result.userdata)["write_files"]}
+    return files
+
+
+def _run(
+    tmp_path: Path,
+    mode: str,
+    *,
+    standin: bool = True,
+    joined: bool = False,
+    config: dict[str, Any] | None = None,
+    files: dict[str, Any] | None = None,
+    **retry: str,
+) -> dict[str, Any]:
+    annotations = {f"bootstrap.nodesmith.dev/retry-{k}": v for k, v in retry.items()}
+    files = files or _rendered(annotations=annotations)
+    script = files["/usr/local/sbin/nodesmith-bootstrap"]
+    assert script["encoding"] == "gz+b64"
+    (tmp_path / "script").write_bytes(gzip.decompress(base64.b64decode(script["content"])))
+    cfg = json.loads(files["/run/kubeadm/nodesmith-bootstrap.json"]["content"])
+    cfg.update(config or {})
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "kubeadm.yaml").write_text(files[cfg["command"][3]]["content"])
+    (tmp_path / "mode").write_text(mode)
+    for d in ("upper", "work", "bin"):
+        (tmp_path / d).mkdir()
+    if standin:
+        (tmp_path / "bin" / "kubeadm").write_text(STANDIN)
+        (tmp_path / "bin" / "kubeadm").chmod(0o755)
+    if joined:
+        (tmp_path / "joined").touch()
+    (tmp_path / "runner.sh").write_text(RUNNER)
+    subprocess.run(
+        ["unshare", "-m", "sh", str(tmp_path / "runner.sh"), str(tmp_path)], check=True, timeout=120
+    )
+    result: dict[str, Any] = {
+        "rc": int((tmp_path / "rc").read_text()),
+        "out": (tmp_path / "out.txt").read_text(),
+        "config": cfg,
+    }
+    status = tmp_path / "result" / "bootstrap-status.json"
+    result["status"] = json.loads(status.read_text()) if status.exists() else None
+    result["sentinel"] = (tmp_path / "result" / "bootstrap-success.complete").exists()
+    calls = tmp_path / "standin-result" / "calls.jsonl"
+    result["calls"] = (
+        [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+    )
+    return result
+
+
+def test_success_runs_pre_kubeadm_post_and_writes_sentinel(tmp_path: Path) -> None:
+    r = _run(tmp_path, "ok")
+    assert r["rc"] == 0, r["out"]
+    st = r["status"]
+    assert st["phase"] == "Succeeded" and st["reason"] == "Bootstrapped"
+    assert st["terminal"] is False and st["attempts"] == 1 and st["role"] == "worker-join"
+    assert st["startedAt"] <= st["finishedAt"]
+    assert r["sentinel"]
+    assert r["calls"] == [["join", "--config", "/run/kubeadm/kubeadm-join-config.yaml"]]
+
+
+def test_transient_failures_retry_with_backoff_then_succeed(tmp_path: Path) -> None:
+    r = _run(tmp_path, "transient 2 TOKEN", backoff="1", **{"max-backoff": "2"})
+    assert r["rc"] == 0, r["out"]
+    st = r["status"]
+    assert st["phase"] == "Succeeded" and st["attempts"] == 3
+    assert [h["exitCode"] for h in st["history"]] == [1, 1, 0]
+    assert [h.get("backoff") for h in st["history"]] == [1, 2, None]
+    # A half-done join is reset before the next try.
+    assert [c[0] for c in r["calls"]] == ["join", "reset", "join", "reset", "join"]
+    assert r["sentinel"]
+    assert "Retrying" in r["out"] and "Running RunningJoin" in r["out"]
+
+
+def test_token_in_kubeadm_output_is_redacted_from_status_and_log(tmp_path: Path) -> None:
+    files = _rendered(annotations={"bootstrap.nodesmith.dev/retry-backoff": "1"})
+    token = json.loads(files["/run/kubeadm/nodesmith-bootstrap.json"]["content"])["redact"][0]
+    assert token in files["/run/kubeadm/kubeadm-join-config.yaml"]["content"]
+    r = _run(tmp_path, "transient 1 " + token, files=files)
+    status_text = (tmp_path / "result" / "bootstrap-status.json").read_text()
+    assert r["rc"] == 0 and r["status"]["attempts"] == 2
+    assert "connection refused" in r["out"]  # the kubeadm output did reach the log ...
+    assert token not in r["out"] and "<redacted>" in r["out"]  # ... without the token
+    assert token not in status_text
+
+
+def test_tokens_kubeadm_made_itself_are_redacted_too(tmp_path: Path) -> None:
+    # kubeadm init prints "kubeadm join ... --token <new token>": not one nodesmith knows.
+    other = "abcdef.0123456789abcdef"
+    r = _run(tmp_path, "transient 1 " + other, backoff="1")
+    assert r["rc"] == 0 and "connection refused" in r["out"]
+    assert other not in r["out"] and "<redacted>" in r["out"]
+    assert other not in (tmp_path / "result" / "bootstrap-status.json").read_text()
+
+
+@pytest.mark.parametrize(("code", "reason"), [(2, "PreflightFailed"), (3, "ValidationFailed")])
+def test_terminal_kubeadm_failure_stops_at_once(tmp_path: Path, code: int, reason: str) -> None:
+    r = _run(tmp_path, f"terminal {code}", backoff="1")
+    assert r["rc"] == 1
+    st = r["status"]
+    assert st["phase"] == "Failed" and st["reason"] == reason and st["terminal"] is True
+    assert st["attempts"] == 1 and "fatal errors" in st["message"]
+    assert not r["sentinel"]
+    assert [c[0] for c in r["calls"]] == ["join"]  # no retry, no post-commands
+
+
+def test_deadline_turns_transient_into_failed_but_not_terminal(tmp_path: Path) -> None:
+    r = _run(tmp_path, "transient 99", backoff="1", deadline="3")
+    assert r["rc"] == 1
+    st = r["status"]
+    assert st["phase"] == "Failed" and st["reason"] == "DeadlineExceeded"
+    assert st["terminal"] is False and 2 <= st["attempts"] <= 4
+    assert not r["sentinel"]
+
+
+def test_missing_kubeadm_is_terminal_and_named(tmp_path: Path) -> None:
+    r = _run(tmp_path, "ok", standin=False)
+    assert r["rc"] == 1
+    st = r["status"]
+    assert st["reason"] == "KubeadmNotFound" and st["terminal"] is True
+    assert "kubeadm" in st["message"] and not r["sentinel"]
+
+
+def test_failing_pre_command_is_terminal_and_skips_kubeadm(tmp_path: Path) -> None:
+    r = _run(tmp_path, "ok", config={"pre": ["echo about to fail", "exit 7"]})
+    assert r["rc"] == 1
+    st = r["status"]
+    assert st["reason"] == "PreKubeadmCommandFailed" and st["terminal"] is True
+    assert "command 1 exited 7" in st["message"]
+    assert r["calls"] == [] and not r["sentinel"]
+
+
+def test_failing_post_command_means_no_sentinel(tmp_path: Path) -> None:
+    r = _run(tmp_path, "ok", config={"post": ["false"]})
+    assert r["rc"] == 1
+    assert r["status"]["reason"] == "PostKubeadmCommandFailed"
+    assert not r["sentinel"]
+
+
+def test_second_run_on_a_joined_node_does_nothing(tmp_path: Path) -> None:
+    r = _run(tmp_path, "terminal 3", joined=True)
+    assert r["rc"] == 0
+    assert r["status"] is None and not r["sentinel"] and r["calls"] == []
+    assert "nothing to do" in r["out"]
