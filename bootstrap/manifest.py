@@ -49,6 +49,15 @@ class KubernetesBinaries(_Model):
     source: str = "none"
 
 
+class PreloadedImage(_Model):
+    """A container image imported into containerd's ``k8s.io`` namespace at build time."""
+
+    ref: str
+    digest: str
+    archive: str = ""
+    archive_sha256: str = Field(default="", alias="archiveSha256")
+
+
 class Artifact(_Model):
     path: str
     sha256: str
@@ -63,6 +72,7 @@ class ImageManifest(_Model):
     runtime: Runtime
     kubernetes: KubernetesBinaries = KubernetesBinaries()
     packages: dict[str, str] = {}
+    images: list[PreloadedImage] = []
     artifacts: dict[str, Artifact] = {}
     inputs_hash: str | None = Field(default=None, alias="inputsHash")
     timings: dict[str, float] = {}

@@ -4,7 +4,9 @@
 Written by nodesmith's userdata and run once by cloud-init's runcmd with the path of its JSON
 config. It runs the pre-commands, kubeadm, then the post-commands. kubeadm exit 1 is transient
 (API server unreachable, token not valid yet): retried with exponential backoff until the
-deadline. Exit 2 (preflight), 3 (validation) and a missing kubeadm are terminal. Progress goes to
+deadline. Exit 2 (preflight), 3 (validation) and a missing kubeadm are terminal, and so is a
+config kubeadm cannot decode or rejects, whatever its exit code (kubeadm exits 1 for "no kind
+is registered for version"): retrying cannot fix the config. Progress goes to
 /run/cluster-api/bootstrap-status.json; the sentinel is written only on success. A node that
 has already joined (/etc/kubernetes/kubelet.conf exists) is left alone. Uses python3 only,
 which cloud-init guarantees.
@@ -25,6 +27,23 @@ SENTINEL = RUN + "/bootstrap-success.complete"
 JOINED = "/etc/kubernetes/kubelet.conf"
 PKI = "/etc/kubernetes/pki"
 TERMINAL_CODES = {2: "PreflightFailed", 3: "ValidationFailed"}
+# What kubeadm prints when the config itself is wrong; the reason names the kind of failure.
+CONFIG_ERRORS = (
+    (
+        "ConfigVersionUnsupported",
+        re.compile(
+            r"no kind \S+ is registered for version|uses an old API spec|unsupported apiVersion"
+        ),
+    ),
+    (
+        "ConfigDecodeFailed",
+        re.compile(
+            r"error converting YAML to JSON|unknown field|strict decoding error|cannot unmarshal"
+            r"|did not find expected key|mapping values are not allowed"
+        ),
+    ),
+    ("ValidationFailed", re.compile(r"\b(Invalid|Unsupported|Required|Forbidden) value:")),
+)
 TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 
 
@@ -93,6 +112,14 @@ def commands(status, cmds, reason):
     return 0
 
 
+def terminal_reason(code, out):
+    """The terminal reason of a failed kubeadm run, or None when retrying may help."""
+    for reason, pattern in CONFIG_ERRORS:
+        if pattern.search(out):
+            return reason
+    return TERMINAL_CODES.get(code)
+
+
 def kubeadm(status, cfg):
     argv = cfg["command"]
     if shutil.which(argv[0]) is None:
@@ -119,10 +146,9 @@ def kubeadm(status, cfg):
         status.doc["history"].append(record)
         if code == 0:
             return 0
-        if code in TERMINAL_CODES:
-            return status.fail(
-                TERMINAL_CODES[code], "kubeadm %s exited %d: %s" % (cfg["verb"], code, out)
-            )
+        terminal = terminal_reason(code, out)
+        if terminal:
+            return status.fail(terminal, "kubeadm %s exited %d: %s" % (cfg["verb"], code, out))
         if time.monotonic() + backoff > deadline:
             return status.fail(
                 "DeadlineExceeded",

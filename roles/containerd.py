@@ -1,7 +1,9 @@
 """containerd role: Debian's containerd 1.6 with a CRI config for kubeadm, runc or crun.
 
 config.toml is version 2 (containerd < 2.0): systemd cgroups, a pinned sandbox (pause)
-image, registry hosts under /etc/containerd/certs.d; /etc/crictl.yaml points at the socket.
+image, registry hosts under /etc/containerd/certs.d, and CNI plugins from Debian's
+containernetworking-plugins (/usr/lib/cni, not the upstream /opt/cni/bin); /etc/crictl.yaml
+points at the socket.
 """
 
 from io import StringIO
@@ -17,7 +19,10 @@ SOCKET = "/run/containerd/containerd.sock"
 if OCI not in ("runc", "crun"):
     raise ValueError(f"oci_runtime must be runc or crun (got {OCI!r})")
 
-packages = ["containerd", "runc"] + (["crun"] if OCI == "crun" else [])
+packages = ["containerd", "runc", "containernetworking-plugins"] + (
+    ["crun"] if OCI == "crun" else []
+)
+CNI_BIN = "/usr/lib/cni"  # where Debian's containernetworking-plugins installs them
 apt.packages(name="containerd packages", packages=packages, no_recommends=True)
 
 BINARY = "/usr/bin/crun" if OCI == "crun" else ""
@@ -40,6 +45,10 @@ imports = ["/etc/containerd/conf.d/*.toml"]
 
 [plugins."io.containerd.grpc.v1.cri".registry]
   config_path = "/etc/containerd/certs.d"
+
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = "{CNI_BIN}"
+  conf_dir = "/etc/cni/net.d"
 """
 
 for d in ("/etc/containerd", "/etc/containerd/conf.d", "/etc/containerd/certs.d"):

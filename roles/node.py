@@ -27,6 +27,7 @@ NODE_PACKAGES = [
     "ca-certificates",
     "curl",
     "openssh-server",
+    "ethtool",  # kubeadm's preflight looks for it
 ]
 
 SYSCTLS = {

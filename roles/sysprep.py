@@ -12,6 +12,10 @@ from pyinfra.operations import files, server
 
 HOLD = ["containerd", "runc", "crun", "kubelet", "kubeadm", "kubectl", "kubernetes-cni"]
 LIVE = str(host.data.get("live", "false")).lower() == "true"
+RESOLV_FALLBACK = (
+    "# Written by nodesmith (roles/sysprep.py): no DNS server is known yet.\n"
+    "# dhclient replaces this file when DHCP offers one; cloud-init's network config may too.\n"
+)
 
 server.shell(
     name="hold runtime and kubernetes packages",
@@ -79,10 +83,20 @@ server.shell(
     ],
 )
 
-if not LIVE:
-    # The build host's resolv.conf was copied in for the build; dhclient writes the node's.
-    server.shell(name="drop build resolv.conf", commands=["rm -f /etc/resolv.conf"])
-else:
+# The build host's (or builder VM's) resolv.conf must not ship. dhclient writes the node's
+# when DHCP offers DNS; on an isolated network nothing does, and the kubelet cannot create a
+# pod sandbox without the file. So the image ships one without nameservers.
+server.shell(name="drop build resolv.conf", commands=["rm -f /etc/resolv.conf"])
+files.put(
+    name="fallback resolv.conf",
+    src=StringIO(RESOLV_FALLBACK),
+    dest="/etc/resolv.conf",
+    mode="0644",
+    user="root",
+    group="root",
+)
+
+if LIVE:
     server.shell(
         name="journal vacuum",
         commands=["journalctl --rotate || true", "journalctl --vacuum-time=1s || true"],

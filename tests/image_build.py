@@ -99,3 +99,30 @@ def built_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = Path(tmp_path_factory.mktemp("image", numbered=True))
     build(base / "out", kube_dir(base / "k8s"), "--format", "qcow2,raw,box")
     return base / "out"
+
+
+CLUSTER_VERSION = "v1.20.2"
+SANDBOX_1_20 = "k8s.gcr.io/pause:3.2"
+
+
+@pytest.fixture(scope="session")
+def cluster_image(kubernetes_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A node image that can really join: kubelet/kubeadm/kubectl v1.20.2 from the cached
+    Kubernetes build (``dir:``, sha256-checked) and its control-plane images preloaded into
+    containerd (``--preload-images``). ``NODESMITH_TEST_CLUSTER_IMAGE=dir`` reuses a build."""
+    reuse = os.environ.get("NODESMITH_TEST_CLUSTER_IMAGE")
+    if reuse:
+        return Path(reuse)
+    require_build_host()
+    out = Path(tmp_path_factory.mktemp("cluster-image", numbered=True)) / "out"
+    proc = subprocess.run(
+        [NODESMITH, "image", "build", str(REPO / "images/debian-12.yaml"),
+         "--kubernetes-source", f"dir:{kubernetes_build / 'bin'}",
+         "--kubernetes-version", CLUSTER_VERSION,
+         "--preload-images", str(kubernetes_build / "images"),
+         "--sandbox-image", SANDBOX_1_20, "--format", "qcow2", "--output", str(out)],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        pytest.fail(f"cluster image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return out

@@ -30,13 +30,13 @@ CA_SECRETS = DATA / "ca-secrets.yaml"
 FIXED_NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 
 GENERATIONS = ("v1alpha1", "v1beta1", "v1beta2")
-KUBEADM_APIS = ("v1beta3", "v1beta4")
+KUBEADM_APIS = ("v1beta2", "v1beta3", "v1beta4")
 ROLE_MACHINES = {
     "init-control-plane": "cp-0",
     "join-control-plane": "cp-1",
     "worker-join": "md-0",
 }
-KUBE_VERSIONS = {"v1beta3": "v1.30.6", "v1beta4": "v1.31.4"}
+KUBE_VERSIONS = {"v1beta2": "v1.20.2", "v1beta3": "v1.30.6", "v1beta4": "v1.31.4"}
 
 # cloud-init modules' top-level keys nodesmith may write (plus a few users commonly add).
 CLOUD_CONFIG_KEYS = frozenset(

@@ -31,6 +31,11 @@ def _add_kube_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubernetes-source", help="pkgs | http | dir:PATH | none")
     p.add_argument("--oci-runtime", help="runc | crun")
     p.add_argument("--sandbox-image", help="pinned pause image for containerd")
+    p.add_argument(
+        "--preload-images",
+        metavar="DIR",
+        help="image archives + SHA256SUMS to import into containerd's k8s.io namespace",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -97,6 +102,7 @@ def options_from(args: argparse.Namespace, defn: d.Definition) -> d.Options:
         or str(dflt.get("sandbox_image", "registry.k8s.io/pause:3.10")),
         cache_dir=default_cache_dir(),
         work_parent=Path("/var/tmp"),
+        preload_images=Path(args.preload_images).resolve() if args.preload_images else None,
     )
 
 

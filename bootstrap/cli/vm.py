@@ -155,9 +155,43 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    from bootstrap.manifest import load_manifest
+    from bootstrap.render import RenderOptions
+    from bootstrap.render.loader import load_paths
+    from bootstrap.vm import cluster
+
+    image = Path(args.image)
+    beside = image.parent / "manifest.json"
+    manifest = load_manifest(beside) if beside.is_file() else None
+    run = cluster.up(
+        image,
+        load_paths(args.files),
+        accel=choose(args.accel),
+        options=RenderOptions(image_manifest=manifest),
+        memory=args.memory,
+        timeout=args.timeout,
+    )
+    try:
+        result = cluster.report(run)
+        print(run.kubectl("get", "nodes", "-o", "wide"), end="")
+        for node in result["nodes"]:
+            steps = ", ".join(f"{k} {v:.0f}s" for k, v in node["timeline"].items())
+            print(f"{node['name']}: {node['role']}, kubelet {node['kubelet']}: {steps}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    finally:
+        if args.keep:
+            for node in run.nodes:
+                print(f"kept {node.name}: {node.vm.ssh_command()}", file=sys.stderr)
+        else:
+            run.down()
+    return 0 if result["ok"] else 1
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("vm", help="boot a node image under qemu with rendered userdata")
-    sub = p.add_subparsers(dest="vm_command", metavar="up|down|list", parser_class=type(p))
+    sub = p.add_subparsers(dest="vm_command", metavar="up|down|list|cluster", parser_class=type(p))
     up = sub.add_parser("up", help="boot IMAGE for a Machine and wait for SSH")
     add_boot_arguments(up)
     up.set_defaults(func=_up)
@@ -168,3 +202,22 @@ def register(subparsers: Any) -> None:
     ls = sub.add_parser("list", help="VMs with recorded state")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=_list)
+    cl = sub.add_parser(
+        "cluster", help="boot every Machine of a bundle on one private segment until Ready"
+    )
+    cl.add_argument("image", metavar="IMAGE", help="node image with kubelet/kubeadm inside")
+    cl.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="the cluster's bundle (repeatable)",
+    )
+    cl.add_argument("--accel", choices=ACCELS, default="auto")
+    cl.add_argument("--memory", type=int, default=vm.DEFAULT_MEMORY_MB, metavar="MIB")
+    cl.add_argument("--timeout", type=float, default=1800, metavar="S")
+    cl.add_argument("--json", metavar="FILE", help="write the report (nodes, timelines) here")
+    cl.add_argument("--keep", action="store_true", help="leave the VMs running")
+    cl.set_defaults(func=_cluster)

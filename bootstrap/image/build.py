@@ -21,7 +21,7 @@ from pathlib import Path
 from bootstrap.checksums import sha256_file
 from bootstrap.errors import TerminalError
 from bootstrap.fsutil import replace_dir
-from bootstrap.image import artifacts, disk, inspect_root, kubernetes, rootfs, sources
+from bootstrap.image import artifacts, disk, inspect_root, kubernetes, preload, rootfs, sources
 from bootstrap.image.definition import Definition, Options
 from bootstrap.image.roles import ROLE_ORDER, apply_chroot, role_files
 from bootstrap.image.workspace import remove_tree
@@ -31,6 +31,7 @@ from bootstrap.manifest import (
     KubernetesBinaries,
     OCIRuntime,
     OSInfo,
+    PreloadedImage,
     Runtime,
 )
 from bootstrap.progress import Progress
@@ -66,6 +67,8 @@ def inputs_hash(
     }
     h.update(json.dumps(opt, sort_keys=True).encode())
     h.update(apt_sources.encode())
+    if opts.preload_images:
+        h.update((opts.preload_images / "SHA256SUMS").read_bytes())
     for name, p in sorted(kube_files.items()):
         h.update(f"{name}={sha256_file(p)}".encode())
     return h.hexdigest()
@@ -93,7 +96,17 @@ def role_data(opts: Options) -> dict[str, str]:
     }
     if src.path:
         data["kubernetes_dir"] = str(src.path)
+    if opts.preload_images:
+        data["preload_dir"] = str(opts.preload_images)
     return data
+
+
+def check_inputs(opts: Options) -> tuple[dict[str, Path], dict[str, str], dict[str, str]]:
+    """Everything ``dir:`` binaries and preloaded images need, checked before any slow stage:
+    (kubernetes files, their versions, preload archive -> sha256)."""
+    kube_files, kube_versions = check_kubernetes_dir(opts)
+    archives = preload.check_dir(opts.preload_images) if opts.preload_images else {}
+    return kube_files, kube_versions, archives
 
 
 def add_vagrant_user(root: Path, progress: Progress) -> None:
@@ -135,7 +148,7 @@ def build(
     """Run the whole chroot pipeline; returns the output directory."""
     output = opts.output.resolve()
     prepare_output(output, force)
-    kube_files, kube_versions = check_kubernetes_dir(opts)
+    kube_files, kube_versions, archives = check_inputs(opts)
     apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -158,6 +171,7 @@ def build(
             pkgs = inspect_root.packages(root)
             os_info = inspect_root.os_release(root)
             kernel = inspect_root.kernel(root)
+            images = preload.read_record(root, archives) if archives else []
         with progress.stage("disk"):
             raw = work / "disk.raw"
             disk.make_disk(root, raw, defn.disk_size_mib, progress)
@@ -192,6 +206,7 @@ def build(
             described,
             inputs_hash(defn, opts, apt_sources, kube_files),
             progress.timings,
+            images,
         )
         (staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
         progress.say(f"total {progress.timings['total']:.1f}s")
@@ -215,6 +230,7 @@ def make_manifest(
     described: dict[str, Artifact],
     inputs: str,
     timings: dict[str, float],
+    images: list[PreloadedImage] | None = None,
 ) -> ImageManifest:
     src = opts.kubernetes_source.kind
     if src in ("pkgs", "http"):
@@ -237,6 +253,7 @@ def make_manifest(
             source=src,
         ),
         packages=pkgs,
+        images=images or [],
         artifacts=described,
         inputsHash=f"sha256:{inputs}",
         timings=dict(timings),

@@ -67,6 +67,8 @@ class Options:
     cache_dir: Path
     work_parent: Path
     extra: dict[str, str] = field(default_factory=dict)
+    # A directory of image archives + SHA256SUMS to import into containerd (air-gapped).
+    preload_images: Path | None = None
 
 
 def _need(raw: dict[str, Any], key: str, src: str) -> Any:

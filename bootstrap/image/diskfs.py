@@ -21,6 +21,7 @@ INSPECTED = (
     "/usr/lib/os-release",
     "/vmlinuz",
     "/etc/kubernetes-version",
+    "/var/lib/nodesmith/preloaded-images.json",
 )
 
 

@@ -16,6 +16,9 @@ from bootstrap.checksums import read_sums, sha256_file
 from bootstrap.errors import TerminalError
 
 BINARIES = ("kubelet", "kubeadm", "kubectl")
+# Tools a ``dir:`` source may carry beside them (kubeadm's preflight looks for crictl; no
+# Debian 12 package ships it). They are checked by sha256 too, but have their own versions.
+TOOLS = ("crictl",)
 HTTP_BASE = "https://dl.k8s.io/release"
 PKGS_BASE = "https://pkgs.k8s.io/core:/stable:"
 
@@ -23,14 +26,15 @@ PKGS_BASE = "https://pkgs.k8s.io/core:/stable:"
 def verify_dir(directory: Path) -> dict[str, Path]:
     """Check every Kubernetes binary in ``directory`` against its SHA256SUMS line.
 
-    Returns the binaries present (a subset of kubelet/kubeadm/kubectl), all verified.
+    Returns the binaries present (a subset of kubelet/kubeadm/kubectl, plus crictl when
+    the directory has it), all verified.
     """
     sums_path = directory / "SHA256SUMS"
     if not sums_path.is_file():
         raise TerminalError("SHA256SUMS is missing", obj=str(directory), reason="ChecksumsMissing")
     sums = read_sums(sums_path)
     found: dict[str, Path] = {}
-    for name in BINARIES:
+    for name in (*BINARIES, *TOOLS):
         path = directory / name
         if not path.is_file():
             continue
@@ -46,7 +50,7 @@ def verify_dir(directory: Path) -> dict[str, Path]:
                 reason="ChecksumMismatch",
             )
         found[name] = path
-    if not found:
+    if not set(found) & set(BINARIES):
         raise TerminalError(
             f"none of {', '.join(BINARIES)} is in the directory",
             obj=str(directory),
@@ -90,6 +94,8 @@ def check_versions(binaries: dict[str, Path], requested: str) -> dict[str, str]:
     """Every binary must be exactly ``requested``; returns name -> version."""
     versions: dict[str, str] = {}
     for name, path in binaries.items():
+        if name in TOOLS:
+            continue
         got = binary_version(name, path)
         if got != requested:
             raise TerminalError(

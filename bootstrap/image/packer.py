@@ -24,10 +24,10 @@ from pathlib import Path
 from packerpy import PackerExecutable
 
 from bootstrap.errors import TerminalError, UsageError
-from bootstrap.image import artifacts, diskfs, inspect_root, sources
+from bootstrap.image import artifacts, diskfs, inspect_root, preload, sources
 from bootstrap.image.build import build as chroot_build
 from bootstrap.image.build import (
-    check_kubernetes_dir,
+    check_inputs,
     inputs_hash,
     make_manifest,
     prepare_output,
@@ -77,6 +77,8 @@ def role_args(opts: Options) -> str:
         "--sandbox-image",
         opts.sandbox_image,
     ]
+    if opts.preload_images:
+        args += ["--preload-images", str(opts.preload_images)]
     if not needs_guest_network(opts):
         args.append("--no-apt-update")
     return shlex.join(args)
@@ -156,7 +158,7 @@ def build_with_packer(
         raise UsageError("--format box is built by the chroot builder only")
     output = opts.output.resolve()
     prepare_output(output, force)
-    kube_files, kube_versions = check_kubernetes_dir(opts)
+    kube_files, kube_versions, archives = check_inputs(opts)
     apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
     template = data_dir("images") / "qemu.pkr.hcl"
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -216,6 +218,7 @@ def build_with_packer(
             seen = diskfs.extract(raw, work / "inspect", progress)
             pkgs = inspect_root.packages(seen)
             os_info, kernel = inspect_root.os_release(seen), inspect_root.kernel(seen)
+            images = preload.read_record(seen, archives) if archives else []
         if "qcow2" in opts.formats:
             found["qcow2"] = staging / "image.qcow2"
             shutil.move(str(built), found["qcow2"])
@@ -227,7 +230,7 @@ def build_with_packer(
         manifest = make_manifest(
             defn, opts, pkgs, os_info, kernel, kube_versions, described,
             inputs_hash(defn, opts, apt_sources, kube_files, extra=(template,)),
-            progress.timings,
+            progress.timings, images,
         )  # fmt: skip
         (staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
         progress.say(f"total {progress.timings['total']:.1f}s")

@@ -20,7 +20,7 @@ from bootstrap.errors import TerminalError
 from bootstrap.progress import Progress
 from bootstrap.resources import data_dir
 
-ROLE_ORDER = ("node", "containerd", "kubernetes", "cloud_init", "sysprep")
+ROLE_ORDER = ("node", "containerd", "kubernetes", "images", "cloud_init", "sysprep")
 
 
 @dataclass(frozen=True)

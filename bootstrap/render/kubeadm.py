@@ -15,7 +15,7 @@ from typing import Any
 
 from bootstrap.errors import ObjectRef, TerminalError, show_value
 from bootstrap.render.objects import Cluster
-from bootstrap.render.versions import V1BETA3, V1BETA4, KubeVersion
+from bootstrap.render.versions import V1BETA2, V1BETA4, KubeVersion
 
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
 DEFAULT_DNS_DOMAIN = "cluster.local"
@@ -24,6 +24,7 @@ UNINITIALIZED_TAINT = {
     "effect": "NoSchedule",
 }
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
+DUAL_STACK_GATE = "IPv6DualStack"
 # Components of ClusterConfiguration that carry extraArgs.
 _ARG_COMPONENTS = ("apiServer", "controllerManager", "scheduler")
 # Fields Cluster API types carry that are not kubeadm's; dropped before rendering.
@@ -39,6 +40,8 @@ class Builder:
     warnings: list[str] = field(default_factory=list)
     # v1beta3 keeps the control-plane health-check timeout in ClusterConfiguration.
     control_plane_timeout: str | None = None
+    # kubeadm command-line flags that carry settings the target API has no field for.
+    flags: list[str] = field(default_factory=list)
 
     @property
     def api(self) -> str:
@@ -84,7 +87,7 @@ class Builder:
             raise self.bad(
                 path,
                 dupes,
-                f"repeats arguments, which {V1BETA3} (Kubernetes < 1.31) cannot hold",
+                f"repeats arguments, which {self.api} (Kubernetes < 1.31) cannot hold",
             )
         return dict(pairs)
 
@@ -106,6 +109,40 @@ def _seconds_to_durations(b: Builder, timeouts: dict[str, Any], path: str) -> di
         else:
             out[key] = value
     return out
+
+
+def _fields_as_flags(b: Builder, doc: dict[str, Any], path: str) -> None:
+    """Carry what kubeadm v1beta2 has no field for (Kubernetes 1.15-1.21) on its command line.
+
+    ``skipPhases`` becomes ``--skip-phases``, and ``patches.directory`` becomes
+    ``--experimental-patches`` (kubeadm 1.19-1.21), as CABPK's v1beta2-era releases did.
+    What has neither a field nor a flag there is dropped with a warning naming it.
+    """
+    if b.api != V1BETA2:
+        return
+    phases = doc.pop("skipPhases", None)
+    if phases:
+        if not isinstance(phases, list) or not all(
+            isinstance(p, str) and p and "," not in p for p in phases
+        ):
+            raise b.bad(f"{path}.skipPhases", phases, "must be a list of phase names")
+        b.flags.append(f"--skip-phases={','.join(phases)}")
+    patches = doc.pop("patches", None)
+    if patches:
+        directory = b.mapping(patches, f"{path}.patches").get("directory")
+        if isinstance(directory, str) and directory and b.version.minor >= 19:
+            b.flags.append(f"--experimental-patches={directory}")
+        else:
+            b.warnings.append(
+                f"{path}.patches dropped: kubeadm {b.version} has neither the field nor "
+                "the --experimental-patches flag"
+            )
+    registration = doc.get("nodeRegistration")
+    if isinstance(registration, dict) and "imagePullPolicy" in registration:
+        del registration["imagePullPolicy"]
+        b.warnings.append(
+            f"{path}.nodeRegistration.imagePullPolicy dropped: {V1BETA2} has no such field"
+        )
 
 
 def node_registration(
@@ -188,7 +225,7 @@ def cluster_configuration(
             if not isinstance(days, int) or isinstance(days, bool) or days <= 0:
                 raise b.bad(f"{path}.{days_key}", days, "must be a positive number of days")
             doc[key] = f"{days * 24}h0m0s"
-    if b.api == V1BETA3 and b.control_plane_timeout is not None:
+    if b.api != V1BETA4 and b.control_plane_timeout is not None:
         api_server.setdefault("timeoutForControlPlane", b.control_plane_timeout)
         doc["apiServer"] = api_server
     if b.api == V1BETA4 and "timeoutForControlPlane" in api_server:
@@ -210,11 +247,33 @@ def cluster_configuration(
     networking.update(_networking(cluster))
     if networking:
         doc["networking"] = networking
+    if _dual_stack_gate_needed(b, cluster):
+        gates = b.mapping(doc.get("featureGates"), f"{path}.featureGates")
+        if gates.get(DUAL_STACK_GATE) is False:
+            raise b.bad(
+                f"{path}.featureGates.{DUAL_STACK_GATE}",
+                False,
+                f"must not be false: the Cluster is dual-stack, which Kubernetes {b.version} "
+                "only runs with this gate",
+            )
+        if DUAL_STACK_GATE not in gates:
+            b.warnings.append(
+                f"{path}.featureGates.{DUAL_STACK_GATE} set to true: the Cluster is dual-stack "
+                f"and Kubernetes {b.version} (< 1.21) refuses two CIDRs without it"
+            )
+        gates[DUAL_STACK_GATE] = True
+        doc["featureGates"] = gates
     return doc
 
 
+def _dual_stack_gate_needed(b: Builder, cluster: Cluster) -> bool:
+    """Dual-stack CIDRs before 1.21 need the IPv6DualStack gate (alpha, off by default)."""
+    dual = len(cluster.service_cidrs) > 1 or len(cluster.pod_cidrs) > 1
+    return dual and (b.version.major, b.version.minor) < (1, 21)
+
+
 def _timeouts(b: Builder, doc: dict[str, Any], path: str) -> None:
-    """Normalise ``timeouts`` for the target API; v1beta3 has only two of them elsewhere."""
+    """Normalise ``timeouts`` for the target API; v1beta2/3 have only two of them elsewhere."""
     if "timeouts" not in doc:
         return
     timeouts = _seconds_to_durations(
@@ -232,8 +291,7 @@ def _timeouts(b: Builder, doc: dict[str, Any], path: str) -> None:
         )
     if timeouts:
         b.warnings.append(
-            f"{path}.timeouts ({', '.join(sorted(timeouts))}) dropped: {V1BETA3} has no "
-            "such settings"
+            f"{path}.timeouts ({', '.join(sorted(timeouts))}) dropped: {b.api} has no such settings"
         )
 
 
@@ -245,6 +303,7 @@ def init_configuration(b: Builder, user: dict[str, Any] | None, cri_socket: str)
     )
     doc = {"apiVersion": b.api, "kind": "InitConfiguration", **doc}
     _timeouts(b, doc, path)
+    _fields_as_flags(b, doc, path)
     return doc
 
 
@@ -279,14 +338,19 @@ def join_configuration(
         doc["controlPlane"] = b.mapping(doc.get("controlPlane"), f"{path}.controlPlane") or {}
     doc = {"apiVersion": b.api, "kind": "JoinConfiguration", **doc}
     _timeouts(b, doc, path)
+    _fields_as_flags(b, doc, path)
     return doc
 
 
-def kubelet_configuration(cluster: Cluster) -> dict[str, Any]:
-    return {
+def kubelet_configuration(b: Builder, cluster: Cluster) -> dict[str, Any]:
+    """The KubeletConfiguration kubeadm init hands every node; DNS agrees with networking."""
+    doc: dict[str, Any] = {
         "apiVersion": KUBELET_API,
         "kind": "KubeletConfiguration",
         "cgroupDriver": "systemd",
         "clusterDNS": [cluster_dns(cluster)],
         "clusterDomain": cluster.dns_domain or DEFAULT_DNS_DOMAIN,
     }
+    if _dual_stack_gate_needed(b, cluster):
+        doc["featureGates"] = {DUAL_STACK_GATE: True}
+    return doc

@@ -280,7 +280,7 @@ def render_machine(
         documents = [
             kubeadm.cluster_configuration(builder, spec.cluster_configuration, ctx.cluster, init),
             init,
-            kubeadm.kubelet_configuration(ctx.cluster),
+            kubeadm.kubelet_configuration(builder, ctx.cluster),
         ]
         config_path, verb = KUBEADM_INIT_PATH, "init"
     else:
@@ -296,7 +296,7 @@ def render_machine(
     for document in documents:
         check_document(document, where)
 
-    command = ["kubeadm", verb, "--config", config_path]
+    command = ["kubeadm", verb, "--config", config_path, *builder.flags]
     if spec.verbosity is not None:
         command += ["--v", str(spec.verbosity)]
     script_config = {

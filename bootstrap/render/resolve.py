@@ -7,11 +7,11 @@ never used, even when it is the only one with that name.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from bootstrap.errors import ObjectRef, TerminalError, TransientError, show_value
+from bootstrap.render.names import is_label, is_subdomain
 from bootstrap.render.objects import (
     BOOTSTRAP_GROUP,
     CLUSTER_VERSIONS,
@@ -28,8 +28,6 @@ from bootstrap.render.objects import (
 
 KINDS = {"Cluster", "Machine", "KubeadmConfig", "Secret"}
 # Kubernetes object names (DNS-1123 subdomain) and namespaces (DNS-1123 label).
-NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-NAMESPACE_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class MachineNotFound(TerminalError):
@@ -55,9 +53,9 @@ def split_ref(text: str) -> tuple[str, str]:
     """``NAMESPACE/NAME`` or a bare ``NAME`` (namespace ``default``)."""
     namespace, _, name = text.rpartition("/")
     if (
-        not NAME_RE.fullmatch(name)
+        not is_subdomain(name)
         or "/" in namespace
-        or (namespace and not NAMESPACE_RE.fullmatch(namespace))
+        or (namespace and not is_label(namespace))
     ):
         raise TerminalError(
             f"expected NAMESPACE/NAME or NAME (got {show_value(text)})",
@@ -108,11 +106,11 @@ class Bundle:
                     field="metadata.namespace",
                     reason="InvalidField",
                 )
-            for value, what, pattern in (
-                (meta["name"], "metadata.name", NAME_RE),
-                (ns, "metadata.namespace", NAMESPACE_RE),
+            for value, what, valid in (
+                (meta["name"], "metadata.name", is_subdomain),
+                (ns, "metadata.namespace", is_label),
             ):
-                if not pattern.fullmatch(value):
+                if not valid(value):
                     # Names end up in messages and in the userdata's header comment: a
                     # newline there would let an object write its own cloud-config keys.
                     raise TerminalError(

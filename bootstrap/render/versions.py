@@ -1,7 +1,8 @@
 """Kubernetes versions and the kubeadm configuration API version each one needs.
 
-kubeadm.k8s.io/v1beta3 serves 1.22 to 1.30; v1beta4 is used from 1.31 (v1beta3 is removed
-in 1.37). Older Kubernetes needs v1beta2 or older, which nodesmith does not write.
+kubeadm.k8s.io/v1beta2 serves 1.15 to 1.21 (as CABPK's older releases wrote it), v1beta3
+1.22 to 1.30, and v1beta4 is used from 1.31 (v1beta3 is removed in 1.37). Kubernetes older
+than 1.15 only reads v1beta1, which nodesmith does not write.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from dataclasses import dataclass
 
 from bootstrap.errors import ObjectRef, TerminalError, show_value
 
+V1BETA2 = "kubeadm.k8s.io/v1beta2"
 V1BETA3 = "kubeadm.k8s.io/v1beta3"
 V1BETA4 = "kubeadm.k8s.io/v1beta4"
-OLDEST = (1, 22)
+OLDEST = (1, 15)
+FIRST_V1BETA3 = (1, 22)
 FIRST_V1BETA4 = (1, 31)
 
 _SEMVER = re.compile(
@@ -34,7 +37,10 @@ class KubeVersion:
 
     @property
     def kubeadm_api(self) -> str:
-        return V1BETA4 if (self.major, self.minor) >= FIRST_V1BETA4 else V1BETA3
+        minor = (self.major, self.minor)
+        if minor >= FIRST_V1BETA4:
+            return V1BETA4
+        return V1BETA3 if minor >= FIRST_V1BETA3 else V1BETA2
 
 
 def parse_version(text: str | None, obj: ObjectRef, field: str) -> KubeVersion:
@@ -59,8 +65,8 @@ def parse_version(text: str | None, obj: ObjectRef, field: str) -> KubeVersion:
     )
     if (version.major, version.minor) < OLDEST:
         raise TerminalError(
-            f"Kubernetes {version} is too old: nodesmith writes kubeadm {V1BETA3} (1.22+) and "
-            f"{V1BETA4} (1.31+)",
+            f"Kubernetes {version} is too old: nodesmith writes kubeadm {V1BETA2} (1.15+), "
+            f"{V1BETA3} (1.22+) and {V1BETA4} (1.31+)",
             obj=obj,
             field=field,
             reason="UnsupportedVersion",

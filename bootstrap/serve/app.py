@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import time
 import traceback
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -33,6 +32,7 @@ from bootstrap.errors import NodesmithError, TransientError
 from bootstrap.render import RenderOptions, render_machine
 from bootstrap.render.doccache import DocumentCache
 from bootstrap.render.loader import parse_json, parse_text
+from bootstrap.render.names import is_label, is_subdomain
 from bootstrap.render.outputs import bootstrap_secret, json_envelope
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.budget import cpu_budget, install
@@ -48,10 +48,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 USERDATA_PATH = "/v1/machines/{namespace}/{name}/userdata"
 
-# Kubernetes names: a namespace is a DNS-1123 label, a Machine name a DNS-1123 subdomain.
-_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-LABEL_RE = re.compile(rf"{_LABEL}\Z")
-SUBDOMAIN_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\Z")
 
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
 JSON_TYPES = frozenset({"application/json"})
@@ -142,14 +138,14 @@ def bug_fields(exc: BaseException) -> dict[str, Any]:
 
 def check_names(namespace: str, name: str) -> None:
     """Refuse path segments that cannot be Kubernetes names (400, naming the segment)."""
-    if len(namespace) > 63 or not LABEL_RE.match(namespace):
+    if not is_label(namespace):
         raise HTTPError(
             400,
             "InvalidName",
             "namespace must be a DNS-1123 label (lower-case alphanumerics and '-', at most 63)",
             field="path.namespace",
         )
-    if len(name) > 253 or not SUBDOMAIN_RE.match(name):
+    if not is_subdomain(name):
         raise HTTPError(
             400,
             "InvalidName",

@@ -135,6 +135,33 @@ def meta_data(name: str, instance_id: str) -> bytes:
     return yaml.safe_dump({"instance-id": instance_id, "local-hostname": name}).encode()
 
 
+# --- a private link between VMs -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Link:
+    """A second NIC on an Ethernet segment shared only by this run's VMs.
+
+    qemu's socket netdev carries the frames over one TCP connection on 127.0.0.1: the first
+    VM listens on ``port``, the others connect to it. The machine's own network stack never
+    sees the VMs' addresses, only loopback, so VMs can talk to each other (kubeadm join, the
+    API server reaching a kubelet) on an isolated segment without libvirt or a bridge.
+    """
+
+    port: int
+    listen: bool
+    mac: str
+
+    def qemu_args(self) -> list[str]:
+        mode = "listen" if self.listen else "connect"
+        return [
+            "-netdev",
+            f"socket,id=n1,{mode}=127.0.0.1:{self.port}",
+            "-device",
+            f"virtio-net-pci,netdev=n1,mac={self.mac}",
+        ]
+
+
 # --- state ----------------------------------------------------------------------------------
 
 
@@ -255,8 +282,10 @@ def qemu_command(
     cpus: int,
     firmware: str,
     state: Path,
+    link: Link | None = None,
 ) -> list[str]:
-    """The qemu command line: headless, serial console to a file, SSH-only loopback forward."""
+    """The qemu command line: headless, serial console to a file, SSH-only loopback forward
+    (and, with ``link``, a second NIC on the run's private segment)."""
     cmd = [
         "qemu-system-x86_64",
         "-name",
@@ -284,6 +313,7 @@ def qemu_command(
         f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
         "-device",
         "virtio-net-pci,netdev=n0",
+        *(link.qemu_args() if link else []),
         "-device",
         "virtio-rng-pci",
         "-rtc",
@@ -446,8 +476,15 @@ def up(
     root: Path | None = None,
     ssh_timeout: float = DEFAULT_SSH_TIMEOUT,
     progress: Progress = _stderr,
+    link: Link | None = None,
+    network_config: bytes | None = None,
 ) -> VMState:
-    """Boot ``image`` with ``userdata`` and wait for SSH. Returns the recorded state."""
+    """Boot ``image`` with ``userdata`` and wait for SSH. Returns the recorded state.
+
+    ``link`` adds a NIC on a segment shared with other VMs of the run; ``network_config``
+    (NoCloud network-config v2) is what the infrastructure would give the node, such as
+    that NIC's static address.
+    """
     check_name(name)
     if not image.is_file():
         raise UsageError(f"image {str(image)!r} does not exist")
@@ -482,6 +519,8 @@ def up(
             firmware=firmware,
             ssh_timeout=ssh_timeout,
             progress=progress,
+            link=link,
+            network_config=network_config,
         )
     except BaseException:
         _stop_dir(vm_dir, keep=("serial.log", "qemu.log", "qemu.cmd"))
@@ -501,6 +540,8 @@ def _boot(
     firmware: str,
     ssh_timeout: float,
     progress: Progress,
+    link: Link | None,
+    network_config: bytes | None,
 ) -> VMState:
     client = sshkeys.generate(f"{SSH_USER}@nodesmith-vm-{name}")
     host = sshkeys.generate(f"root@{name}")
@@ -513,7 +554,7 @@ def _boot(
     instance_id = f"{name}-{uuid.uuid4().hex[:12]}"
     seeded = add_access(userdata, SSH_USER, client.public_openssh, host, extra)
     hostname = machine.rpartition("/")[2] or name  # the Machine's name, whatever the VM's
-    build_seed_iso(vm_dir / "seed.iso", seeded, meta_data(hostname, instance_id))
+    build_seed_iso(vm_dir / "seed.iso", seeded, meta_data(hostname, instance_id), network_config)
     create_overlay(image, vm_dir / "overlay.qcow2")
     last_error = ""
     for _attempt in range(3):
@@ -531,6 +572,7 @@ def _boot(
             cpus=cpus,
             firmware=firmware,
             state=vm_dir,
+            link=link,
         )
         (vm_dir / "qemu.cmd").write_text(" ".join(cmd) + "\n", encoding="utf-8")
         started = time.time()

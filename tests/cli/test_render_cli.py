@@ -96,7 +96,7 @@ def _mutate_ignition(docs: list[dict[str, Any]]) -> None:
 
 
 def _mutate_old_version(docs: list[dict[str, Any]]) -> None:
-    find(docs, "Machine", "md-0")["spec"]["version"] = "v1.21.3"
+    find(docs, "Machine", "md-0")["spec"]["version"] = "v1.14.10"
 
 
 def _mutate_bad_cidr(docs: list[dict[str, Any]]) -> None:
@@ -131,7 +131,7 @@ def _mutate_unknown_runtime(docs: list[dict[str, Any]]) -> None:
 
 TERMINAL = {
     "ignition": (_mutate_ignition, ["KubeadmConfig prod/md-0", "spec.format", "Ignition"]),
-    "old-version": (_mutate_old_version, ["Machine prod/md-0", "spec.version", "v1.21.3"]),
+    "old-version": (_mutate_old_version, ["Machine prod/md-0", "spec.version", "v1.14.10"]),
     "bad-cidr": (
         _mutate_bad_cidr,
         ["Cluster prod/alpha", "spec.clusterNetwork.services.cidrBlocks[0]", "10.128.0.0/33"],

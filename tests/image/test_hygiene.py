@@ -70,6 +70,21 @@ def test_containerd_enabled_and_configured(host: testinfra.host.Host) -> None:
     assert host.package("runc").is_installed
 
 
+def test_node_can_join_an_isolated_network(host: testinfra.host.Host) -> None:
+    """What a real kubeadm join needed (found on the first real cluster): CNI plugins where
+    containerd looks for them, ethtool for kubeadm's preflight, and a resolv.conf even when
+    no DHCP server hands one out (the kubelet cannot create a pod sandbox without it)."""
+    cfg = host.file("/etc/containerd/config.toml")
+    assert cfg.contains('bin_dir = "/usr/lib/cni"') and cfg.contains('conf_dir = "/etc/cni/net.d"')
+    assert host.package("containernetworking-plugins").is_installed
+    for plugin in ("bridge", "host-local", "loopback", "portmap"):
+        assert host.file(f"/usr/lib/cni/{plugin}").mode & 0o111, plugin
+    assert host.exists("ethtool")
+    resolv = host.file("/etc/resolv.conf")
+    assert resolv.is_file and not resolv.is_symlink
+    assert "nameserver" not in resolv.content_string  # not the build host's
+
+
 def test_kubelet_state(host: testinfra.host.Host) -> None:
     # The dir: source held only kubectl (kubelet cannot be downloaded here), so no kubelet
     # unit may exist; when it does, it must be enabled and not running.

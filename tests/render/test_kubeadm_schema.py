@@ -509,7 +509,7 @@ def test_secret_values_are_not_echoed() -> None:
     ("doc", "reason", "field"),
     [
         (
-            {"apiVersion": "kubeadm.k8s.io/v1beta2", "kind": "InitConfiguration"},
+            {"apiVersion": "kubeadm.k8s.io/v1beta1", "kind": "InitConfiguration"},
             "UnknownAPIVersion",
             "apiVersion",
         ),
@@ -541,6 +541,7 @@ def test_field_lists_ship_in_the_package_and_are_well_formed() -> None:
     schema_dir = Path(bootstrap.__file__).parent / "render" / "schemas"
     files = sorted(p.name for p in schema_dir.glob("*.json"))
     assert files == [
+        "kubeadm.k8s.io_v1beta2.json",
         "kubeadm.k8s.io_v1beta3.json",
         "kubeadm.k8s.io_v1beta4.json",
         "kubelet.config.k8s.io_v1beta1.json",
@@ -551,12 +552,13 @@ def test_field_lists_ship_in_the_package_and_are_well_formed() -> None:
         assert name == raw["apiVersion"].replace("/", "_") + ".json"
         assert raw["source"].startswith("kubernetes/kubernetes ")
     assert set(API_VERSIONS) == {
+        "kubeadm.k8s.io/v1beta2",
         V3,
         V4,
         "kubelet.config.k8s.io/v1beta1",
         "kubeproxy.config.k8s.io/v1alpha1",
     }
-    for version in (V3, V4):
+    for version in ("kubeadm.k8s.io/v1beta2", V3, V4):
         assert {"InitConfiguration", "ClusterConfiguration", "JoinConfiguration"} <= set(
             kinds(version)
         )

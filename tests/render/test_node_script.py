@@ -44,6 +44,8 @@ STANDIN = textwrap.dedent("""\
     if "kind: JoinConfiguration" not in text and "kind: InitConfiguration" not in text:
         print("stand-in: not a kubeadm config"); sys.exit(3)
     mode = open("/run/standin/mode").read().split()
+    if mode[0] == "says":  # says CODE MESSAGE...: print MESSAGE, exit CODE
+        print(" ".join(mode[2:])); sys.exit(int(mode[1]))
     if mode[0] == "ok":
         sys.exit(0)
     if mode[0] == "transient":
@@ -109,7 +111,7 @@ def _run(
     (tmp_path / "kubeadm.yaml").write_text(files[cfg["command"][3]]["content"])
     (tmp_path / "mode").write_text(mode)
     for d in ("upper", "work", "bin"):
-        (tmp_path / d).mkdir()
+        (tmp_path / d).mkdir(exist_ok=True)
     if standin:
         (tmp_path / "bin" / "kubeadm").write_text(STANDIN)
         (tmp_path / "bin" / "kubeadm").chmod(0o755)
@@ -188,6 +190,57 @@ def test_terminal_kubeadm_failure_stops_at_once(tmp_path: Path, code: int, reaso
     assert st["attempts"] == 1 and "fatal errors" in st["message"]
     assert not r["sentinel"]
     assert [c[0] for c in r["calls"]] == ["join"]  # no retry, no post-commands
+
+
+# kubeadm's own words when the config is wrong; it exits 1 for most of them, which alone
+# would read as transient. Each must stop at the first attempt, the reason naming the kind.
+CONFIG_FAILURES = [
+    (1, 'no kind "JoinConfiguration" is registered for version "kubeadm.k8s.io/v1beta3" in '
+        'scheme "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm/scheme/scheme.go:31"',
+     "ConfigVersionUnsupported"),
+    (1, 'your configuration file uses an old API spec: "kubeadm.k8s.io/v1beta1"',
+     "ConfigVersionUnsupported"),
+    (1, 'error converting YAML to JSON: yaml: line 3: mapping values are not allowed here',
+     "ConfigDecodeFailed"),
+    (1, 'strict decoding error: unknown field "nodeRegistration.imagePullPolcy"',
+     "ConfigDecodeFailed"),
+    (1, 'json: cannot unmarshal number into Go struct field of type string',
+     "ConfigDecodeFailed"),
+    (1, 'nodeRegistration.name: Invalid value: "Worker_0": a lowercase RFC 1123 subdomain',
+     "ValidationFailed"),
+    (1, 'discovery.bootstrapToken.apiServerEndpoint: Required value: must be set',
+     "ValidationFailed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "message", "reason"), CONFIG_FAILURES)
+def test_config_failures_are_terminal_whatever_the_exit_code(
+    tmp_path: Path, code: int, message: str, reason: str
+) -> None:
+    r = _run(tmp_path, f"says {code} {message}", backoff="1")
+    st = r["status"]
+    assert (r["rc"], st["phase"], st["reason"], st["terminal"]) == (1, "Failed", reason, True)
+    assert st["attempts"] == 1 and [c[0] for c in r["calls"]] == ["join"]
+
+
+def test_real_kubeadm_1_20_refusing_a_v1beta3_config_is_terminal(
+    tmp_path: Path, kubernetes_build: Path
+) -> None:
+    """The real kubeadm v1.20.2 (built from Debian's source) given a config it cannot read:
+    it exits 1 ("no kind is registered"), and the script must not retry for 15 minutes."""
+    files = _rendered()  # examples/ are Kubernetes v1.31: kubeadm.k8s.io/v1beta4
+    (tmp_path / "bin").mkdir()
+    shutil.copy(kubernetes_build / "bin" / "kubeadm", tmp_path / "bin" / "kubeadm")
+    r = _run(tmp_path, "ok", standin=False, files=files, backoff="1")
+    st = r["status"]
+    assert (st["phase"], st["reason"], st["terminal"], st["attempts"]) == (
+        "Failed",
+        "ConfigVersionUnsupported",
+        True,
+        1,
+    ), st
+    assert "is registered for version" in st["message"]
+    assert [h["exitCode"] for h in st["history"]] == [1]
 
 
 def test_deadline_turns_transient_into_failed_but_not_terminal(tmp_path: Path) -> None:

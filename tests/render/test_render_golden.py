@@ -1,4 +1,4 @@
-"""Golden renders: every role x both kubeadm APIs x the three Cluster API input generations.
+"""Golden renders: every role x the three kubeadm APIs x the three Cluster API generations.
 
 Inputs are ``tests/data/render/<generation>-<kubeadm api>/bundle.yaml`` plus the fixed cluster
 PKI in ``tests/data/render/ca-secrets.yaml``; tokens are given in the configs and the clock is
@@ -138,8 +138,8 @@ def test_semantics(generation: str, api: str, role: str) -> None:
         if generation == "v1beta2" and api == "v1beta4":
             # Cluster API v1beta2 *Seconds timeouts become kubeadm durations.
             assert init["timeouts"] == {"controlPlaneComponentHealthCheck": "240s"}
-        if generation == "v1beta2" and api == "v1beta3":
-            # v1beta3 has no InitConfiguration.timeouts: the value moves, it is not dropped.
+        if generation == "v1beta2" and api in ("v1beta2", "v1beta3"):
+            # v1beta2/3 have no InitConfiguration.timeouts: the value moves, it is not dropped.
             assert "timeouts" not in init
             assert cluster["apiServer"]["timeoutForControlPlane"] == "240s"
             assert not [w for w in result.warnings if "timeouts" in w]

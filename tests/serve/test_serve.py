@@ -343,14 +343,14 @@ def test_body_exactly_at_limit_is_accepted(server: ServeProcess) -> None:
 
 def test_terminal_error_names_object_and_field(server: ServeProcess) -> None:
     objects = worker_objects()
-    objects[1]["spec"]["version"] = "v1.20.0"
+    objects[1]["spec"]["version"] = "v1.14.0"
     reply = server.post(as_yaml(objects))
     assert reply.status == 422
     error = reply.json()
     assert error["terminal"] is True
     assert error["object"] == "Machine default/worker-0"
     assert error["field"] == "spec.version"
-    assert "v1.20.0" in error["message"]
+    assert "v1.14.0" in error["message"]
     assert error["reason"]
 
 

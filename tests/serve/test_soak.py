@@ -84,7 +84,7 @@ def _cases() -> list[Case]:
     at_limit = good_json + b" " * (LIMIT - len(good_json))
 
     def version(o: list[dict]) -> None:
-        o[1]["spec"]["version"] = "v1.19.3"
+        o[1]["spec"]["version"] = "v1.14.3"
 
     def no_endpoint(o: list[dict]) -> None:
         del o[0]["spec"]["controlPlaneEndpoint"]
