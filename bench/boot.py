@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from standin.bundle import worker_bundle  # noqa: E402
 
-from bootstrap import vm  # noqa: E402
 from bootstrap.render import RenderOptions, render_machine  # noqa: E402
 from bootstrap.render.loader import load_paths  # noqa: E402
+from bootstrap.vm import qemu as vm  # noqa: E402
 from bootstrap.vm.accel import choose  # noqa: E402
 
 # Cheap shell tests only: a python3 or cloud-init call costs seconds under TCG and would blur

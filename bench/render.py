@@ -32,8 +32,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bootstrap import pki  # noqa: E402
-from bootstrap.render import RenderOptions, render_machine  # noqa: E402
+from bootstrap.render import (  # noqa: E402
+    RenderOptions,
+    pki,
+    render_machine,
+)
 from bootstrap.render.resolve import Bundle  # noqa: E402
 
 TARGET_RATE = 2000

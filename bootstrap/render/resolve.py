@@ -52,11 +52,7 @@ class Context:
 def split_ref(text: str) -> tuple[str, str]:
     """``NAMESPACE/NAME`` or a bare ``NAME`` (namespace ``default``)."""
     namespace, _, name = text.rpartition("/")
-    if (
-        not is_subdomain(name)
-        or "/" in namespace
-        or (namespace and not is_label(namespace))
-    ):
+    if not is_subdomain(name) or "/" in namespace or (namespace and not is_label(namespace)):
         raise TerminalError(
             f"expected NAMESPACE/NAME or NAME (got {show_value(text)})",
             reason="InvalidMachineRef",

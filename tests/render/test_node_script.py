@@ -80,11 +80,17 @@ RUNNER = textwrap.dedent("""\
 """)
 
 
-def _rendered(machine: str = "default/demo-md-0", annotations: dict[str, str] | None = None):
+def _rendered(
+    machine: str = "default/demo-md-0",
+    annotations: dict[str, str] | None = None,
+    version: str | None = None,
+):
     objects = load_paths([str(REPO / "examples")])
     for obj in objects:
         if obj["kind"] == "Machine" and annotations:
             obj["metadata"].setdefault("annotations", {}).update(annotations)
+        if obj["kind"] == "Machine" and version:
+            obj["spec"]["version"] = version
     result = render_machine(objects, machine, RenderOptions(unsafe_skip_ca_verification=True))
     files = {f["path"]: f for f in yaml.safe_load(result.userdata)["write_files"]}
     return files
@@ -228,7 +234,7 @@ def test_real_kubeadm_1_20_refusing_a_v1beta3_config_is_terminal(
 ) -> None:
     """The real kubeadm v1.20.2 (built from Debian's source) given a config it cannot read:
     it exits 1 ("no kind is registered"), and the script must not retry for 15 minutes."""
-    files = _rendered()  # examples/ are Kubernetes v1.31: kubeadm.k8s.io/v1beta4
+    files = _rendered(version="v1.31.4")  # a v1.31 Machine: kubeadm.k8s.io/v1beta4
     (tmp_path / "bin").mkdir()
     shutil.copy(kubernetes_build / "bin" / "kubeadm", tmp_path / "bin" / "kubeadm")
     r = _run(tmp_path, "ok", standin=False, files=files, backoff="1")

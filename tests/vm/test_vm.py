@@ -366,7 +366,7 @@ def test_vm_down_stops_and_removes_overlay(booted: Booted) -> None:
 
 
 def test_vm_up_refuses_machine_the_image_cannot_serve(built_image: Path, tmp_path: Path) -> None:
-    """With the image's manifest (no kubelet), a v1.31 worker is refused before booting."""
+    """With the image's manifest (no kubelet), a v1.20 worker is refused before booting."""
     bundle = worker_bundle(tmp_path, {"worker-c": {"mode": "succeed"}})
     env = dict(os.environ, NODESMITH_STATE_DIR=str(tmp_path / "state"))
     proc = subprocess.run(
