@@ -109,7 +109,8 @@ SANDBOX_1_20 = "k8s.gcr.io/pause:3.2"
 def cluster_image(kubernetes_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A node image that can really join: kubelet/kubeadm/kubectl v1.20.2 from the cached
     Kubernetes build (``dir:``, sha256-checked) and its control-plane images preloaded into
-    containerd (``--preload-images``). ``NODESMITH_TEST_CLUSTER_IMAGE=dir`` reuses a build."""
+    containerd (``--preload-images``); qcow2 for the qemu cluster test, a box for the Vagrant
+    one. ``NODESMITH_TEST_CLUSTER_IMAGE=dir`` reuses a build."""
     reuse = os.environ.get("NODESMITH_TEST_CLUSTER_IMAGE")
     if reuse:
         return Path(reuse)
@@ -120,7 +121,7 @@ def cluster_image(kubernetes_build: Path, tmp_path_factory: pytest.TempPathFacto
          "--kubernetes-source", f"dir:{kubernetes_build / 'bin'}",
          "--kubernetes-version", CLUSTER_VERSION,
          "--preload-images", str(kubernetes_build / "images"),
-         "--sandbox-image", SANDBOX_1_20, "--format", "qcow2", "--output", str(out)],
+         "--sandbox-image", SANDBOX_1_20, "--format", "qcow2,box", "--output", str(out)],
         capture_output=True, text=True, timeout=1800, check=False,
     )  # fmt: skip
     if proc.returncode != 0:

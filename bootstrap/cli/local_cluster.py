@@ -42,11 +42,16 @@ def _default_workers() -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
+    from bootstrap.manifest import load_manifest
+
     workers = args.workers if args.workers is not None else _default_workers()
+    image = load_manifest(args.image_manifest) if args.image_manifest else None
+    version = args.kubernetes_version or (image and image.kubernetes.kubelet) or DEFAULT_VERSION
     spec = Spec(
         workers=workers,
         cluster=args.cluster,
-        kubernetes_version=args.kubernetes_version,
+        kubernetes_version=version,
+        image=image,
         network=args.network,
         box=args.box,
         memory=args.memory,
@@ -103,7 +108,16 @@ def register(sub: Any) -> None:
         help="worker VMs (default $NODESMITH_WORKERS or 1)",
     )
     i.add_argument("--cluster", default=DEFAULT_CLUSTER, help="Cluster name")
-    i.add_argument("--kubernetes-version", default=DEFAULT_VERSION)
+    i.add_argument(
+        "--kubernetes-version",
+        help=f"default: the kubelet of --image-manifest, else {DEFAULT_VERSION}",
+    )
+    i.add_argument(
+        "--image-manifest",
+        metavar="FILE",
+        help="manifest.json of the box: Machines are checked against it, and an image with "
+        "preloaded images gets an air-gapped bundle (no pulls, its etcd)",
+    )
     i.add_argument(
         "--network", default=DEFAULT_NETWORK, help="isolated cluster network (control plane at .10)"
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 from packerpy import PackerExecutable
 
 from bootstrap.errors import TerminalError, UsageError
+from bootstrap.hostutil import free_port
 from bootstrap.image import artifacts, diskfs, inspect_root, preload, sources
 from bootstrap.image.build import build as chroot_build
 from bootstrap.image.build import (
@@ -38,31 +38,21 @@ from bootstrap.image.workspace import remove_tree
 from bootstrap.manifest import load_manifest
 from bootstrap.progress import Progress
 from bootstrap.resources import data_dir
+from bootstrap.vm import sshkeys
+from bootstrap.vm.seed import build_seed_iso
 
 PACKER = "/usr/bin/packer"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def seed_iso(work: Path, pubkey: str, progress: Progress) -> Path:
+def seed_iso(work: Path, pubkey: str) -> Path:
+    """The NoCloud seed of Packer's builder VM: a ``builder`` user with this run's key."""
     user_data = (
         "#cloud-config\nusers:\n  - name: builder\n    sudo: ALL=(ALL) NOPASSWD:ALL\n"
         f"    shell: /bin/bash\n    ssh_authorized_keys:\n      - {pubkey}\n"
     )
-    (work / "user-data").write_text(user_data, encoding="utf-8")
     # localhost: the name sysprep leaves in /etc/hosts, so sudo can resolve it to the end.
-    (work / "meta-data").write_text(
-        "instance-id: nodesmith-packer\nlocal-hostname: localhost\n", encoding="utf-8"
-    )
-    iso = work / "seed.iso"
-    progress.run(
-        ["cloud-localds", iso, work / "user-data", work / "meta-data"], what="cloud-localds"
-    )
-    return iso
+    meta_data = "instance-id: nodesmith-packer\nlocal-hostname: localhost\n"
+    return build_seed_iso(work / "seed.iso", user_data.encode(), meta_data.encode())
 
 
 def role_args(opts: Options) -> str:
@@ -179,11 +169,9 @@ def build_with_packer(
             )
             base = chroot_build(defn, base_opts, roles=("cloud_init",))
         key = work / "builder_key"
-        progress.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nodesmith-packer", "-f", key],
-            what="ssh-keygen",
-        )
-        iso = seed_iso(work, (work / "builder_key.pub").read_text().strip(), progress)
+        builder_key = sshkeys.generate("nodesmith-packer")
+        builder_key.write_private(key)
+        iso = seed_iso(work, builder_key.public_openssh)
         out_dir = work / "packer-out"
         roles_log = work / "roles.log"
         base_sha = load_manifest(base / "manifest.json").artifacts["qcow2"].sha256

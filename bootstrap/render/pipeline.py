@@ -8,6 +8,7 @@ can never leave a partial artifact.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -40,6 +41,13 @@ RETRY_ANNOTATIONS = {
 
 
 def role_of(ctx: Context) -> str:
+    """init, control-plane join or worker join, from the shape of the KubeadmConfig.
+
+    A ``joinConfiguration.controlPlane`` makes a control-plane join; an init or cluster
+    configuration an init; anything else a worker. (CABPK decides from the control-plane
+    label and the Cluster's ControlPlaneInitialized state instead; the open rendering issue
+    moves nodesmith to that rule.)
+    """
     spec = ctx.config.spec
     join = spec.join_configuration or {}
     if join.get("controlPlane") is not None:
@@ -226,23 +234,124 @@ def _file(path: str, content: str, permissions: str) -> dict[str, Any]:
     return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
 
 
-def render_machine(
-    objects: list[dict[str, Any]] | Bundle, machine: str, options: RenderOptions | None = None
-) -> RenderResult:
-    """Render the bootstrap data of ``machine`` ("NAMESPACE/NAME" or "NAME") from ``objects``.
+@dataclass
+class _Plan:
+    """What the builders below decide for one Machine, in the order they decide it."""
 
-    The one entry point the CLI, the HTTP service and the VM tools share, so a Machine renders
-    the same wherever it is asked for. Raises ``MachineNotFound``, ``TerminalError`` (the
-    input is wrong) or ``TransientError`` (something it needs has not appeared yet).
+    ctx: Context
+    options: RenderOptions
+    role: str
+    builder: kubeadm.Builder
+    runtime_socket: str
+    install: list[str]
+    warnings: list[str]
+    files: list[dict[str, Any]] = field(default_factory=list)  # PKI first, then the user's
+    generated: list[dict[str, Any]] = field(default_factory=list)
+    token_secret: dict[str, Any] | None = None
+    redact: list[str] = field(default_factory=list)
+
+
+def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
+    """The kubeadm documents, where they go and the verb: init's Cluster/Init/Kubelet
+    configuration, or a join's JoinConfiguration with its discovery resolved.
+
+    Control planes also get their PKI files here (generated CAs go to ``plan.generated``).
     """
-    options = options or RenderOptions()
-    bundle = objects if isinstance(objects, Bundle) else Bundle(objects)
-    ctx = resolve(bundle, machine)
-    spec, config_ref = ctx.config.spec, ctx.config.ref
+    ctx, spec, b = plan.ctx, plan.ctx.config.spec, plan.builder
+    if plan.role in (INIT, JOIN_CP):
+        pairs, plan.generated = _control_plane_pki(ctx, plan.role, plan.options)
+        plan.files += pki.pki_files(pairs)
+    if plan.role == INIT:
+        if ctx.cluster.endpoint is None:
+            plan.warnings.append(
+                f"{ctx.cluster.ref} has no control-plane endpoint: the cluster "
+                "cannot grow past this one control-plane node"
+            )
+        init = kubeadm.init_configuration(b, spec.init_configuration, plan.runtime_socket)
+        documents = [
+            kubeadm.cluster_configuration(b, spec.cluster_configuration, ctx.cluster, init),
+            init,
+            kubeadm.kubelet_configuration(b, ctx.cluster),
+        ]
+        path, verb = KUBEADM_INIT_PATH, "init"
+    else:
+        discovery, token, plan.token_secret = _discovery(ctx, plan.options, plan.warnings)
+        if token:
+            plan.redact.append(token)
+        join = kubeadm.join_configuration(
+            b, spec.join_configuration, plan.runtime_socket, plan.role == JOIN_CP, discovery
+        )
+        documents = [join]
+        path, verb = KUBEADM_JOIN_PATH, "join"
+    for document in documents:
+        check_document(document, str(ctx.config.ref))
+    return documents, path, verb
+
+
+def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
+    """The on-node script's config: the exact kubeadm command line, the user's commands,
+    retry settings and the strings to redact from what it logs."""
+    spec = plan.ctx.config.spec
+    command = ["kubeadm", verb, "--config", path, *plan.builder.flags]
+    if spec.verbosity is not None:
+        command += ["--v", str(spec.verbosity)]
+    return {
+        "role": plan.role,
+        "verb": verb,
+        "command": command,
+        "pre": plan.install + list(spec.pre_kubeadm_commands),
+        "post": list(spec.post_kubeadm_commands),
+        **_retry_settings(plan.ctx),
+        "redact": plan.redact,
+    }
+
+
+def write_files(plan: _Plan, documents: list[dict[str, Any]], path: str, verb: str) -> list[Any]:
+    """``write_files``: PKI, the user's files (never over a reserved path), the kubeadm
+    config and the script's config (both 0600: they hold tokens)."""
+    spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
+    reserved = {path, SCRIPT_PATH, SCRIPT_CONFIG_PATH} | {f["path"] for f in plan.files}
+    config = json.dumps(script_config(plan, path, verb), separators=(",", ":"))
+    return [
+        *plan.files,
+        *user_files(spec, plan.ctx.secret, ref, reserved),
+        _file(path, render("kubeadm.yaml.j2", documents=documents), "0600"),
+        _file(SCRIPT_CONFIG_PATH, config, "0600"),
+    ]
+
+
+def users(plan: _Plan) -> list[dict[str, Any]]:
+    """``users``: the config's users, passwords and keys resolved from their Secrets."""
+    spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
+    return [user_entry(u, i, plan.ctx.secret, ref) for i, u in enumerate(spec.users)]
+
+
+def sections(plan: _Plan) -> dict[str, Any]:
+    """Every cloud-config section, in the order cloud-init's modules consume them."""
+    spec = plan.ctx.config.spec
+    documents, path, verb = kubeadm_documents(plan)
+    out: dict[str, Any] = {"write_files": write_files(plan, documents, path, verb)}
+    entries = users(plan)
+    if entries:
+        out["users"] = entries
+    out.update(ntp_section(spec))
+    out.update(disk_sections(spec))
+    if spec.boot_commands:
+        out["bootcmd"] = list(spec.boot_commands)
+    out["runcmd"] = [[SCRIPT_PATH, SCRIPT_CONFIG_PATH]]
+    return out
+
+
+def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
+    """Role, kubeadm API, runtime and image checks: everything decided before any document.
+
+    Example: a worker Machine at v1.20.2 plans ``worker-join`` with kubeadm v1beta2.
+    """
+    spec = ctx.config.spec
     if spec.format == "ignition":
         raise TerminalError(
             "Ignition is not supported yet; use format cloud-config",
-            obj=config_ref,
+            obj=ctx.config.ref,
             field="spec.format",
             reason="FormatNotSupported",
         )
@@ -259,100 +368,56 @@ def render_machine(
         install = check_image(
             ctx.machine, runtime, version, options.image_manifest, options.allow_runtime_install
         )
-    role = role_of(ctx)
-    builder = kubeadm.Builder(obj=config_ref, version=version, warnings=warnings)
-    where = str(config_ref)
+    builder = kubeadm.Builder(obj=ctx.config.ref, version=version, warnings=warnings)
+    return _Plan(ctx, options, role_of(ctx), builder, runtime.socket, install, warnings)
 
-    files: list[dict[str, Any]] = []
-    generated: list[dict[str, Any]] = []
-    token_secret = None
-    redact: list[str] = []
-    if role in (INIT, JOIN_CP):
-        pairs, generated = _control_plane_pki(ctx, role, options)
-        files += pki.pki_files(pairs)
-    if role == INIT:
-        if ctx.cluster.endpoint is None:
-            warnings.append(
-                f"{ctx.cluster.ref} has no control-plane endpoint: the cluster "
-                "cannot grow past this one control-plane node"
-            )
-        init = kubeadm.init_configuration(builder, spec.init_configuration, runtime.socket)
-        documents = [
-            kubeadm.cluster_configuration(builder, spec.cluster_configuration, ctx.cluster, init),
-            init,
-            kubeadm.kubelet_configuration(builder, ctx.cluster),
-        ]
-        config_path, verb = KUBEADM_INIT_PATH, "init"
-    else:
-        discovery, token, token_secret = _discovery(ctx, options, warnings)
-        if token:
-            redact.append(token)
-        documents = [
-            kubeadm.join_configuration(
-                builder, spec.join_configuration, runtime.socket, role == JOIN_CP, discovery
-            )
-        ]
-        config_path, verb = KUBEADM_JOIN_PATH, "join"
-    for document in documents:
-        check_document(document, where)
 
-    command = ["kubeadm", verb, "--config", config_path, *builder.flags]
-    if spec.verbosity is not None:
-        command += ["--v", str(spec.verbosity)]
-    script_config = {
-        "role": role,
-        "verb": verb,
-        "command": command,
-        "pre": install + list(spec.pre_kubeadm_commands),
-        "post": list(spec.post_kubeadm_commands),
-        **_retry_settings(ctx),
-        "redact": redact,
-    }
-    reserved = {config_path, SCRIPT_PATH, SCRIPT_CONFIG_PATH} | {f["path"] for f in files}
-    lookup = ctx.secret
-    files += user_files(spec, lookup, config_ref, reserved)
-    files += [
-        _file(config_path, render("kubeadm.yaml.j2", documents=documents), "0600"),
-        _file(SCRIPT_CONFIG_PATH, json.dumps(script_config, separators=(",", ":")), "0600"),
-    ]
-    sections: dict[str, Any] = {"write_files": files}
-    users = [user_entry(u, i, lookup, config_ref) for i, u in enumerate(spec.users)]
-    if users:
-        sections["users"] = users
-    sections.update(ntp_section(spec))
-    sections.update(disk_sections(spec))
-    if spec.boot_commands:
-        sections["bootcmd"] = list(spec.boot_commands)
-    sections["runcmd"] = [[SCRIPT_PATH, SCRIPT_CONFIG_PATH]]
+def render_machine(
+    objects: list[dict[str, Any]] | Bundle, machine: str, options: RenderOptions | None = None
+) -> RenderResult:
+    """Render the bootstrap data of ``machine`` ("NAMESPACE/NAME" or "NAME") from ``objects``.
+
+    The one entry point the CLI, the HTTP service and the VM tools share, so a Machine renders
+    the same wherever it is asked for: parse (``Bundle``) -> resolve the Machine's context ->
+    plan -> build each cloud-config section -> render the template. Raises
+    ``MachineNotFound``, ``TerminalError`` (the input is wrong) or ``TransientError``
+    (something it needs has not appeared yet).
+    """
+    options = options or RenderOptions()
+    bundle = objects if isinstance(objects, Bundle) else Bundle(objects)
+    ctx = resolve(bundle, machine)
+    plan = plan_for(ctx, options)
+    name = f"{ctx.machine.ref.namespace}/{ctx.machine.name}"
     text = render(
         "cloud-config.yaml.j2",
-        sections=sections,
+        sections=sections(plan),
         nodesmith_version=__version__,
-        role=role,
-        machine=f"{ctx.machine.ref.namespace}/{ctx.machine.name}",
+        role=plan.role,
+        machine=name,
         cluster=ctx.cluster.name,
         write_files_tail=_script_entry_yaml(),
     )
     userdata = text.encode()
     if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
-        warnings.append(
+        plan.warnings.append(
             f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
             "use --gzip (cloud-init reads gzipped userdata)"
         )
+    ref = ctx.config.ref
     return RenderResult(
-        machine=f"{ctx.machine.ref.namespace}/{ctx.machine.name}",
-        config_name=config_ref.name,
-        namespace=config_ref.namespace,
+        machine=name,
+        config_name=ref.name,
+        namespace=ref.namespace,
         cluster_name=ctx.cluster.name,
-        role=role,
+        role=plan.role,
         format="cloud-config",
         userdata=userdata,
         gzipped=options.gzip,
-        warnings=warnings,
+        warnings=plan.warnings,
         config_uid=ctx.config.uid,
         config_api_version=ctx.config.api_version,
-        bootstrap_token_secret=token_secret,
-        generated_secrets=generated,
+        bootstrap_token_secret=plan.token_secret,
+        generated_secrets=plan.generated,
     )
 
 

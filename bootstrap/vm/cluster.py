@@ -22,14 +22,15 @@ import shlex
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from bootstrap.errors import TerminalError, TransientError
+from bootstrap.hostutil import free_port
 from bootstrap.render import RenderOptions, RenderResult
 from bootstrap.render.batch import render_all
 from bootstrap.render.pipeline import INIT
@@ -43,7 +44,8 @@ INFRA_KIND = "QemuMachine"
 STATUS_FILE = "/run/cluster-api/bootstrap-status.json"
 ADMIN = "/etc/kubernetes/admin.conf"
 UNINITIALIZED = "node.cluster.x-k8s.io/uninitialized"
-MGMT_MAC = "52:54:00:12:34:56"  # qemu's default for the first NIC (user networking)
+MGMT_MAC = "52:54:00:12:34:56"
+TOKEN_TTL = timedelta(hours=1)  # qemu's default for the first NIC (user networking)
 
 
 @dataclass
@@ -304,37 +306,43 @@ def up(
     memory: int = qemu.DEFAULT_MEMORY_MB,
     timeout: float = 1800,
     progress: Progress = qemu._stderr,
+    workers_wait: bool = False,
 ) -> ClusterRun:
-    """Boot the bundle's cluster and return once every Node is Ready (or raise)."""
-    nodes, tokens = plan(objects, options or RenderOptions())
+    """Boot the bundle's cluster and return once every Node is Ready (or raise).
+
+    ``workers_wait`` boots the workers only once the control plane has initialized, so a
+    worker's timeline is its own join, not the wait for the API server.
+    """
+    # CABPK refreshes a join's token until the Machine has a Node; this harness does not, so
+    # it asks for tokens that outlive a slow control-plane init under TCG.
+    options = replace(options or RenderOptions(), token_ttl=max(
+        (options or RenderOptions()).token_ttl, TOKEN_TTL))  # fmt: skip
+    nodes, tokens = plan(objects, options)
     run = ClusterRun(nodes, root)
     deadline = time.monotonic() + timeout
-    port = qemu.free_port()
+    port = free_port()
+
+    def boot(node: Node) -> None:
+        link = qemu.Link(port, node is nodes[0], node.mac)
+        _boot(node, image, link, accel, root, memory, progress)
+
     try:
-        cp = run.control_plane
-        _boot(cp, image, qemu.Link(port, True, cp.mac), accel, root, memory, progress)
-        with ThreadPoolExecutor(max_workers=max(1, len(nodes) - 1)) as pool:
-            booting = [
-                pool.submit(
-                    _boot,
-                    node,
-                    image,
-                    qemu.Link(port, False, node.mac),
-                    accel,
-                    root,
-                    memory,
-                    progress,
-                )
-                for node in nodes[1:]
-            ]
+        cp, workers = nodes[0], nodes[1:]
+        boot(cp)
+        with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
+            # Workers boot while the control plane inits (their joins retry until it
+            # answers), unless asked to wait: then their timelines measure a join alone.
+            booting = [] if workers_wait else [pool.submit(boot, node) for node in workers]
             wait_bootstrapped(cp, deadline, progress)
             _cloud_init_done(cp)
             if tokens:  # CABPK's job: the joins' tokens exist in the workload cluster
                 run.kubectl("apply", "-f", "-", stdin=dump_stream(tokens).decode())
                 progress(f"cluster: {len(tokens)} bootstrap token Secret(s) created")
+            if workers_wait:
+                booting = [pool.submit(boot, node) for node in workers]
             for future in booting:
                 future.result()
-        for node in nodes[1:]:
+        for node in workers:
             wait_bootstrapped(node, deadline, progress)
             _cloud_init_done(node)
         wait_ready(run, deadline, progress)

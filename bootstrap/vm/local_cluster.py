@@ -37,6 +37,7 @@ import yaml
 
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.fsutil import replace_dir
+from bootstrap.manifest import ImageManifest
 from bootstrap.render import RenderOptions, tokens
 from bootstrap.render.batch import render_all
 from bootstrap.render.pipeline import INIT, WORKER
@@ -99,6 +100,35 @@ class Spec:
     memory: int = DEFAULT_MEMORY_MB
     cpus: int = DEFAULT_CPUS
     accel: str = "auto"
+    # The image the VMs boot (its manifest.json): an air-gapped image, one with preloaded
+    # images, gets a bundle that pulls nothing and uses the preloaded etcd.
+    image: ImageManifest | None = None
+
+
+def cni_config(pod_subnet: str) -> str:
+    """A bridge CNI config for one node's slice of the pod network (Debian's plugins)."""
+    conf = {
+        "cniVersion": "0.4.0",
+        "name": "nodesmith-bridge",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_subnet}]],
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }  # fmt: skip
+    return json.dumps(conf, indent=2) + "\n"
+
+
+def _air_gapped(spec: Spec) -> dict[str, str] | None:
+    """For an image with preloaded images: the preloaded etcd's repository and tag."""
+    if spec.image is None or not spec.image.images:
+        return None
+    etcd = next((i.ref for i in spec.image.images if "/etcd:" in i.ref), None)
+    if etcd is None:
+        return {}
+    repository, _, tag = etcd.rpartition(":")
+    return {"imageRepository": repository.rpartition("/")[0], "imageTag": tag}
 
 
 def _mac(cluster: str, kind: int, index: int) -> str:
@@ -155,25 +185,48 @@ def objects(spec: Spec, nodes: list[Node], token: str) -> list[dict[str, Any]]:
             },
         }
     ]
-    for node in nodes:
+    pods = ipaddress.IPv4Network(POD_SUBNET)
+    offline = _air_gapped(spec)
+    for index, node in enumerate(nodes):
         # kubelet must advertise the cluster-network address, not the Vagrant management NIC.
-        registration = {"kubeletExtraArgs": {"node-ip": node.ip}}
+        registration: dict[str, Any] = {"kubeletExtraArgs": {"node-ip": node.ip}}
+        subnet = str(list(pods.subnets(new_prefix=24))[index])
+        files = [{"path": "/etc/cni/net.d/10-bridge.conflist", "owner": "root:root",
+                  "permissions": "0644", "content": cni_config(subnet)}]  # fmt: skip
         if node.role == INIT:
+            init: dict[str, Any] = {
+                "bootstrapTokens": [{"token": token}],
+                "localAPIEndpoint": {"advertiseAddress": node.ip, "bindPort": API_PORT},
+                "nodeRegistration": registration,
+            }
+            # One control plane needs no leader election; under TCG the lease renewals miss
+            # their deadline and the controller-manager restarts (CSRs wait meanwhile).
+            no_election = {"extraArgs": {"leader-elect": "false"}}
+            cluster_config: dict[str, Any] = {
+                "controllerManager": no_election,
+                "scheduler": no_election,
+            }
+            if offline is not None:
+                # Nothing to pull (and kubeadm's image pre-pull needs crictl, which an
+                # air-gapped Debian image does not have): skip preflight, use the local etcd.
+                init["skipPhases"] = ["preflight"]
+                if offline:
+                    cluster_config["etcd"] = {"local": offline}
             config_spec: dict[str, Any] = {
-                "clusterConfiguration": {},
-                "initConfiguration": {
-                    "bootstrapTokens": [{"token": token}],
-                    "localAPIEndpoint": {"advertiseAddress": node.ip, "bindPort": API_PORT},
-                    "nodeRegistration": registration,
-                },
+                "clusterConfiguration": cluster_config,
+                "initConfiguration": init,
+                "files": files,
                 "postKubeadmCommands": [UNTAINT_COMMAND],
             }
         else:
+            if offline is not None:
+                registration["ignorePreflightErrors"] = ["FileExisting-crictl"]
             config_spec = {
                 "joinConfiguration": {
                     "discovery": {"bootstrapToken": {"token": token}},
                     "nodeRegistration": registration,
                 },
+                "files": files,
             }
         machine_labels = dict(label)
         if node.role == INIT:
@@ -268,7 +321,7 @@ def init(target: Path, spec: Spec, force: bool = False) -> dict[str, Any]:
     # The control plane's render generates the cluster CAs; render_all puts them into the
     # bundle, which is what lets every worker render pin caCertHashes to that same CA.
     names = [f"{spec.namespace}/{node.name}" for node in nodes]
-    batch = render_all(Bundle(documents), names, RenderOptions())
+    batch = render_all(Bundle(documents), names, RenderOptions(image_manifest=spec.image))
     if batch.worst is not None:
         raise batch.worst
     by_name = {result.machine.partition("/")[2]: result for result in batch.results}

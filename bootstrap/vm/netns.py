@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from bootstrap.errors import TerminalError, TransientError, UsageError
+from bootstrap.hostutil import alive as _alive
 
 LIBVIRTD_PIDFILE = Path("/run/libvirtd.pid")
 ETC_NETNS = Path("/etc/netns")
@@ -40,16 +41,6 @@ QEMU_CONF_OVERRIDE = (
 )
 LIBVIRT_SOCKET = Path("/run/libvirt/libvirt-sock")
 URI = "qemu:///system"
-
-
-def _alive(pid: int) -> bool:
-    """True for a running process; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return False
-    state = stat.rsplit(") ", 1)[-1][:1]
-    return state not in ("Z", "X")
 
 
 def _pidfile(path: Path) -> int | None:

@@ -30,6 +30,8 @@ import yaml
 
 from bootstrap.errors import TerminalError, TransientError, UsageError
 from bootstrap.fsutil import atomic_write
+from bootstrap.hostutil import alive as _alive
+from bootstrap.hostutil import free_port
 from bootstrap.vm import sshkeys
 from bootstrap.vm.accel import Accel
 from bootstrap.vm.seed import build_seed_iso
@@ -234,30 +236,7 @@ class VMState:
         return cls(**raw)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); treat it as gone.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 # --- qemu -------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1 (qemu binds it; a race is retried by ``up``)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _first(paths: tuple[Path, ...], what: str) -> Path:

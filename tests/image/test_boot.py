@@ -16,17 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap.hostutil import free_port
+
 pytestmark = [pytest.mark.image, pytest.mark.vm]
 
 OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
 OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
 BOOT_TIMEOUT = 600  # TCG on 2 shared cores: ~100 s idle, 300 s seen under load
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ssh_banner(port: int) -> str:

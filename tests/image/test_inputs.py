@@ -108,3 +108,30 @@ def test_sha256sums_syntax_error(tmp_path: Path) -> None:
     (tmp_path / "SHA256SUMS").write_text("abc kubectl\n")
     with pytest.raises(TerminalError, match="line 1"):
         read_sums(tmp_path / "SHA256SUMS")
+
+
+def test_verify_dir_takes_crictl_beside_the_binaries(tmp_path: Path) -> None:
+    """kubeadm's preflight looks for crictl, which no Debian 12 package ships: a ``dir:``
+    source may carry it, checked by sha256 like the rest (and a crictl alone is no source)."""
+    import hashlib
+
+    good = kube_dir(tmp_path / "k")
+    crictl = good / "crictl"
+    crictl.write_bytes(b"#!/bin/sh\necho crictl version v1.20.0\n")
+    digest = hashlib.sha256(crictl.read_bytes()).hexdigest()
+    with (good / "SHA256SUMS").open("a") as sums:
+        sums.write(f"{digest}  crictl\n")
+    assert set(verify_dir(good)) == {"kubectl", "crictl"}
+
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "crictl").write_bytes(crictl.read_bytes())
+    (only / "SHA256SUMS").write_text(f"{digest}  crictl\n")
+    with pytest.raises(TerminalError) as caught:
+        verify_dir(only)
+    assert caught.value.reason == "NoKubernetesBinaries"
+
+    crictl.write_bytes(b"tampered")
+    with pytest.raises(TerminalError) as caught:
+        verify_dir(good)
+    assert caught.value.reason == "ChecksumMismatch" and "crictl" in str(caught.value)

@@ -2,12 +2,15 @@
 
 Everything runs inside a network namespace this module creates (``bootstrap.netns``):
 libvirtd, its NAT and isolated networks, vagrant, the VMs, ssh and ``nodesmith verify``. No
-private-range traffic leaves the machine's own namespace. The box is the session's real image
-build (fixture ``built_image``: no kubelet/kubeadm, which cannot be downloaded here), so the
-nodes stop at "ready to join" and the bootstrap status must say that kubeadm is missing.
+private-range traffic leaves the machine's own namespace. The box is the cluster image
+(fixture ``cluster_image``: kubelet/kubeadm v1.20.2 from the Kubernetes build of Debian's
+source, control-plane images preloaded), and ``local-cluster init --image-manifest`` writes an
+air-gapped bundle for it, so ``vagrant up`` gives a real two-node cluster: kubeadm init, kubeadm
+join, both Nodes Ready.
 
-The tests run in order on one cluster: up, verify each node, roles and identities, bootstrap
-status, and finally ``vagrant destroy -f`` leaving no domain, volume, network or namespace.
+The tests run in order on one cluster: up, Nodes Ready through the API server, verify each
+node, roles and identities, bootstrap status, and finally ``vagrant destroy -f`` leaving no
+domain, volume, network or namespace.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from bootstrap.vm.netns import LibvirtNetns
 REPO = Path(__file__).resolve().parents[2]
 NODESMITH = str(Path(sys.executable).parent / "nodesmith")
 UP_TIMEOUT = 600
+READY_TIMEOUT = 1200  # kubeadm init then join, TCG on 2 shared cores
 STATUS = "/run/cluster-api/bootstrap-status.json"
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1500)]
@@ -134,10 +138,10 @@ def _pinned_keys(cluster_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(built_image: Path) -> Iterator[Cluster]:
+def cluster(cluster_image: Path) -> Iterator[Cluster]:
     _require_tools()
-    box = built_image / "image.box"
-    assert box.is_file(), f"the image build produced no box: {sorted(built_image.iterdir())}"
+    box = cluster_image / "image.box"
+    assert box.is_file(), f"the image build produced no box: {sorted(cluster_image.iterdir())}"
     # Not under pytest's 0700 tmp dirs: libvirt must open the seed ISOs and box volume.
     work = Path(tempfile.mkdtemp(prefix="nodesmith-vagrant-", dir="/var/tmp"))
     work.chmod(0o755)
@@ -167,10 +171,12 @@ def cluster(built_image: Path) -> Iterator[Cluster]:
             str(work / "cluster"),
             "--workers",
             "1",
+            "--image-manifest",
+            str(cluster_image / "manifest.json"),
             "--memory",
-            "1536",
+            "2048",
             "--cpus",
-            "1",
+            "2",
         ],
         capture_output=True,
         text=True,
@@ -222,6 +228,31 @@ def test_vagrant_up_two_nodes(cluster: Cluster) -> None:
     assert f"<domain type='{expected}'" in xml
 
 
+def test_nodes_turn_ready_through_the_api_server(cluster: Cluster) -> None:
+    """kubeadm init on control-plane-0, kubeadm join on worker-0, both Nodes Ready with the
+    image's kubelet, as the real API server reports them (kubectl with admin.conf)."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    ready: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        out = cluster.ssh_run(
+            "control-plane-0",
+            "sudo kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o json "
+            "2>/dev/null || echo '{\"items\": []}'",
+        )
+        nodes = json.loads(out)["items"]
+        ready = {
+            n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"]
+            for n in nodes
+            if any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in n["status"]["conditions"])
+        }  # fmt: skip
+        if len(ready) == 2:
+            break
+        time.sleep(10)
+    version = cluster.state["kubernetes_version"]
+    assert ready == {"control-plane-0": version, "worker-0": version}
+
+
 def test_verify_each_node(cluster: Cluster) -> None:
     """``nodesmith verify --host`` (the readiness suite) against each node, both at once."""
     procs: dict[str, tuple[subprocess.Popen[str], Path]] = {}
@@ -246,7 +277,7 @@ def test_verify_each_node(cluster: Cluster) -> None:
                 "--userdata",
                 str(cluster.cluster_dir / "machines" / name / "user-data"),
                 "--expect-bootstrap",
-                "Failed:KubeadmNotFound",
+                "Succeeded",
                 "--json",
                 str(report),
             ]
@@ -271,8 +302,7 @@ def test_verify_each_node(cluster: Cluster) -> None:
             if c["outcome"] == "failed"
         }
         skipped = {c["check"] for c in doc.get("checks", []) if c["outcome"] == "skipped"}
-        # Only the kubelet checks may be skipped (the image has no kubelet); never others.
-        assert all("kubelet" in c for c in skipped), skipped
+        assert skipped == set(), skipped  # the image has a kubelet: nothing to skip
         if proc.returncode != 0 or not doc.get("ok") or failed:
             problems.append(f"{name}: exit {proc.returncode}, failed {json.dumps(failed)}")
     assert not problems, "\n".join(problems)
@@ -326,18 +356,18 @@ def test_each_node_has_its_role_and_identity(cluster: Cluster) -> None:
     assert len(set(served.values())) == len(served), "two nodes share a host key"
 
 
-def test_bootstrap_status_names_missing_kubeadm(cluster: Cluster) -> None:
+def test_bootstrap_status_succeeded_with_sentinel(cluster: Cluster) -> None:
     for m in machines(cluster):
         status = json.loads(cluster.ssh_run(m["name"], f"cat {STATUS}"))
-        assert status["phase"] == "Failed", status
-        assert status["terminal"] is True, status
-        assert status["reason"] == "KubeadmNotFound", status
-        assert "kubeadm" in status["message"], status
+        assert (status["phase"], status["reason"], status["terminal"]) == (
+            "Succeeded", "Bootstrapped", False
+        ), status  # fmt: skip
+        assert status["role"] == m["role"]
         sentinel = cluster.ssh_run(
             m["name"],
             "test -e /run/cluster-api/bootstrap-success.complete && echo present || echo absent",
         ).strip()
-        assert sentinel == "absent"
+        assert sentinel == "present"
 
 
 def test_destroy_leaves_nothing(cluster: Cluster) -> None:

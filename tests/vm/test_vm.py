@@ -39,6 +39,7 @@ from standin.bundle import (
     worker_bundle,
 )
 
+from bootstrap.hostutil import alive
 from bootstrap.vm import qemu as vm
 
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(1800)]
@@ -362,7 +363,7 @@ def test_vm_down_stops_and_removes_overlay(booted: Booted) -> None:
         )
         assert proc.returncode == 0, proc.stderr
         assert not state.path.exists()
-        assert not Path(f"/proc/{state.pid}").exists() or not vm._alive(state.pid)
+        assert not Path(f"/proc/{state.pid}").exists() or not alive(state.pid)
 
 
 def test_vm_up_refuses_machine_the_image_cannot_serve(built_image: Path, tmp_path: Path) -> None:

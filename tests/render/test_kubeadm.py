@@ -1,0 +1,142 @@
+"""The kubeadm document builders, directly: one table per concern, one right answer each.
+
+Mostly what the v1beta2 target (Kubernetes 1.15-1.21) adds: settings it has no field for
+travel as kubeadm flags or are dropped with a warning naming them, and a dual-stack Cluster
+gets the feature gate kubeadm 1.20 needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bootstrap.errors import ObjectRef, TerminalError
+from bootstrap.render import kubeadm
+from bootstrap.render.objects import Cluster
+from bootstrap.render.versions import parse_version
+
+CONFIG = ObjectRef("KubeadmConfig", "default", "c")
+SOCKET = "unix:///var/run/containerd/containerd.sock"
+
+
+def _builder(version: str) -> kubeadm.Builder:
+    return kubeadm.Builder(obj=CONFIG, version=parse_version(version, CONFIG, "spec.version"))
+
+
+def _cluster(pods: tuple[str, ...] = ("10.244.0.0/16",), services: tuple[str, ...] = ()) -> Cluster:
+    return Cluster(ref=ObjectRef("Cluster", "default", "demo"), api_version="v1beta1",
+                   pod_cidrs=pods, service_cidrs=services, dns_domain=None,
+                   endpoint_host="192.168.57.10", endpoint_port=6443,
+                   endpoint_field="spec.controlPlaneEndpoint")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("version", "api"),
+    [
+        ("v1.15.0", "kubeadm.k8s.io/v1beta2"),
+        ("v1.20.2", "kubeadm.k8s.io/v1beta2"),
+        ("v1.21.14", "kubeadm.k8s.io/v1beta2"),
+        ("v1.22.0", "kubeadm.k8s.io/v1beta3"),
+        ("v1.30.6", "kubeadm.k8s.io/v1beta3"),
+        ("v1.31.0", "kubeadm.k8s.io/v1beta4"),
+    ],
+)
+def test_api_follows_the_version(version: str, api: str) -> None:
+    assert _builder(version).api == api
+
+
+def test_below_1_15_is_terminal_and_names_the_version() -> None:
+    with pytest.raises(TerminalError) as caught:
+        parse_version("v1.14.10", CONFIG, "spec.version")
+    assert caught.value.reason == "UnsupportedVersion"
+    assert "v1.14.10" in str(caught.value) and "spec.version" in str(caught.value)
+
+
+# (version, user init config) -> (flags, warnings mentioning, what the document keeps)
+INIT_CASES: list[tuple[str, dict[str, Any], list[str], list[str], dict[str, Any]]] = [
+    ("v1.20.2", {"skipPhases": ["preflight", "addon/coredns"]},
+     ["--skip-phases=preflight,addon/coredns"], [], {}),
+    ("v1.20.2", {"patches": {"directory": "/etc/kubeadm/patches"}},
+     ["--experimental-patches=/etc/kubeadm/patches"], [], {}),
+    ("v1.18.20", {"patches": {"directory": "/etc/kubeadm/patches"}},
+     [], ["patches dropped"], {}),
+    ("v1.20.2", {"nodeRegistration": {"imagePullPolicy": "Never"}},
+     [], ["nodeRegistration.imagePullPolicy dropped"], {}),
+    ("v1.30.6", {"skipPhases": ["preflight"]}, [], [], {"skipPhases": ["preflight"]}),
+    ("v1.31.4", {"patches": {"directory": "/p"}}, [], [], {"patches": {"directory": "/p"}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "user", "flags", "warned", "kept"), INIT_CASES)
+def test_init_fields_the_target_lacks(
+    version: str, user: dict[str, Any], flags: list[str], warned: list[str],
+    kept: dict[str, Any],
+) -> None:  # fmt: skip
+    b = _builder(version)
+    doc = kubeadm.init_configuration(b, user, SOCKET)
+    assert b.flags == flags
+    assert [w for w in b.warnings if not any(n in w for n in warned)] == []
+    assert len(b.warnings) == len(warned)
+    for key, value in kept.items():
+        assert doc[key] == value
+    if b.api == "kubeadm.k8s.io/v1beta2":
+        assert not {"skipPhases", "patches"} & set(doc)
+        assert "imagePullPolicy" not in doc["nodeRegistration"]
+
+
+def test_join_skip_phases_become_a_flag_on_v1beta2() -> None:
+    b = _builder("v1.20.2")
+    doc = kubeadm.join_configuration(
+        b, {"skipPhases": ["preflight"]}, SOCKET, False, {"token": "abcdef.0123456789abcdef"}
+    )
+    assert b.flags == ["--skip-phases=preflight"] and "skipPhases" not in doc
+
+
+@pytest.mark.parametrize("phases", [["a,b"], "preflight", [""], [3]])
+def test_bad_skip_phases_are_terminal(phases: Any) -> None:
+    with pytest.raises(TerminalError) as caught:
+        kubeadm.init_configuration(_builder("v1.20.2"), {"skipPhases": phases}, SOCKET)
+    assert "spec.initConfiguration.skipPhases" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "pods", "services", "gate"),
+    [
+        ("v1.20.2", ("10.244.0.0/16", "fd00:10::/56"), (), True),
+        ("v1.20.2", ("10.244.0.0/16",), ("10.96.0.0/12", "fd00:20::/108"), True),
+        ("v1.20.2", ("10.244.0.0/16",), ("10.96.0.0/12",), None),
+        ("v1.21.0", ("10.244.0.0/16", "fd00:10::/56"), (), None),
+        ("v1.30.6", ("10.244.0.0/16", "fd00:10::/56"), (), None),
+    ],
+)
+def test_dual_stack_gate_before_1_21(
+    version: str, pods: tuple[str, ...], services: tuple[str, ...], gate: bool | None
+) -> None:
+    b = _builder(version)
+    cluster = _cluster(pods, services)
+    init = kubeadm.init_configuration(b, {}, SOCKET)
+    doc = kubeadm.cluster_configuration(b, {}, cluster, init)
+    kubelet = kubeadm.kubelet_configuration(b, cluster)
+    assert (doc.get("featureGates") or {}).get("IPv6DualStack") == gate
+    assert (kubelet.get("featureGates") or {}).get("IPv6DualStack") == gate
+    assert bool(b.warnings) == bool(gate)
+
+
+def test_dual_stack_gate_turned_off_is_terminal() -> None:
+    b = _builder("v1.20.2")
+    with pytest.raises(TerminalError) as caught:
+        kubeadm.cluster_configuration(
+            b, {"featureGates": {"IPv6DualStack": False}},
+            _cluster(("10.244.0.0/16", "fd00:10::/56")), {},
+        )  # fmt: skip
+    assert "spec.clusterConfiguration.featureGates.IPv6DualStack" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("services", "dns"),
+    [((), "10.96.0.10"), (("10.100.0.0/16",), "10.100.0.10"), (("10.128.0.0/12",), "10.128.0.10")],
+)
+def test_kubelet_cluster_dns_is_base_plus_ten(services: tuple[str, ...], dns: str) -> None:
+    doc = kubeadm.kubelet_configuration(_builder("v1.20.2"), _cluster(services=services))
+    assert doc["clusterDNS"] == [dns] and doc["clusterDomain"] == "cluster.local"
