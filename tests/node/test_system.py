@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,7 +12,10 @@ SYSCTLS = {
     "net.bridge.bridge-nf-call-ip6tables": "1",
     "net.ipv4.ip_forward": "1",
 }
-KUBE_PORTS = (10250, 10257, 10259)
+# kubeadm's preflight wants these free; after a bootstrap they belong to these processes
+# (``comm``, as ss shows it: at most 15 characters). The last two on control planes only.
+KUBE_PORTS = {10250: "kubelet", 10257: "kube-controller", 10259: "kube-scheduler"}
+CONTROL_PLANE_ONLY = {10257, 10259}
 TIME_SYNC = ("chrony", "systemd-timesyncd", "ntpsec", "ntp")
 
 
@@ -47,9 +51,29 @@ def _listening_ports(host: Any) -> set[int]:
     return ports
 
 
-@pytest.mark.parametrize("port", KUBE_PORTS)
-def test_kube_port_free(host: Any, port: int) -> None:
-    assert port not in _listening_ports(host), f"port {port} is already in use"
+def _bootstrap(host: Any) -> dict[str, Any]:
+    f = host.file("/run/cluster-api/bootstrap-status.json")
+    status: dict[str, Any] = json.loads(f.content_string) if f.exists else {}
+    return status
+
+
+@pytest.mark.parametrize("port", sorted(KUBE_PORTS))
+def test_kube_port_free_or_held_by_kubernetes(host: Any, port: int) -> None:
+    """Before kubeadm ran, nothing may squat on its ports (its preflight would fail); after a
+    successful bootstrap by a real kubeadm, each is held by the component that owns it, and a
+    worker holds no control-plane port. (A node without a kubelet cannot have run a real
+    kubeadm: the ports must be free there whatever its status says.)"""
+    status = _bootstrap(host)
+    listening = port in _listening_ports(host)
+    if status.get("phase") != "Succeeded" or not host.file("/usr/bin/kubelet").exists:
+        assert not listening, f"port {port} is already in use before kubeadm ran"
+        return
+    if status.get("role") == "worker-join" and port in CONTROL_PLANE_ONLY:
+        assert not listening, f"a worker listens on control-plane port {port}"
+        return
+    assert listening, f"port {port}: {KUBE_PORTS[port]} is not listening after the bootstrap"
+    owner = host.check_output(f"ss -Hltnp 'sport = :{port}'")
+    assert f'"{KUBE_PORTS[port]}"' in owner, owner
 
 
 def test_no_failed_units(host: Any, bootstrap_failed: bool) -> None:

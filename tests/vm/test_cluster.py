@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from image_build import CLUSTER_VERSION
 
 from bootstrap.manifest import load_manifest
-from bootstrap.render import RenderOptions
+from bootstrap.render import RenderOptions, pki
 from bootstrap.render.loader import load_paths
 from bootstrap.vm import cluster
 from bootstrap.vm.accel import choose
@@ -100,15 +101,18 @@ def test_both_nodes_report_succeeded_with_the_sentinel(run: Any) -> None:
     assert roles == {CP: "init-control-plane", WORKER: "worker-join"}
 
 
-def test_worker_pinned_the_generated_ca(run: Any) -> None:
+def test_worker_pinned_the_ca_the_control_plane_serves(run: Any) -> None:
     worker = next(n for n in run.nodes if n.name == WORKER)
     code, out, _ = cluster.ssh(worker.vm, "sudo cat /run/kubeadm/kubeadm-join-config.yaml")
     assert code == 0
-    assert "caCertHashes:\n      - sha256:" in out and "unsafeSkipCAVerification" not in out
-    # ... and that CA is the one the control plane serves.
+    token = yaml.safe_load(out)["discovery"]["bootstrapToken"]
+    assert "unsafeSkipCAVerification" not in token
+    code, ca_cp, _ = cluster.ssh(run.control_plane.vm, "sudo cat /etc/kubernetes/pki/ca.crt")
+    assert code == 0 and "BEGIN CERTIFICATE" in ca_cp
+    assert token["caCertHashes"] == [pki.spki_sha256(ca_cp.encode())]
+    # ... and the worker's kubelet trusts that same CA (written by kubeadm join).
     code, ca_worker, _ = cluster.ssh(worker.vm, "sudo cat /etc/kubernetes/pki/ca.crt")
-    code_cp, ca_cp, _ = cluster.ssh(run.control_plane.vm, "sudo cat /etc/kubernetes/pki/ca.crt")
-    assert code == code_cp == 0 and ca_worker == ca_cp and "BEGIN CERTIFICATE" in ca_cp
+    assert code == 0 and ca_worker == ca_cp
 
 
 def test_preloaded_images_are_in_containerd(run: Any, cluster_image: Path) -> None:
