@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.errors import UsageError
+from bootstrap.fsutil import atomic_write
 from bootstrap.vm import qemu as vm
 from bootstrap.vm.accel import ACCELS, choose
 
@@ -172,6 +173,7 @@ def _cluster(args: argparse.Namespace) -> int:
         memory=args.memory,
         timeout=args.timeout,
     )
+    result: dict[str, Any] = {"ok": False}
     try:
         result = cluster.report(run)
         print(run.kubectl("get", "nodes", "-o", "wide"), end="")
@@ -179,7 +181,7 @@ def _cluster(args: argparse.Namespace) -> int:
             steps = ", ".join(f"{k} {v:.0f}s" for k, v in node["timeline"].items())
             print(f"{node['name']}: {node['role']}, kubelet {node['kubelet']}: {steps}")
         if args.json:
-            Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+            atomic_write(args.json, (json.dumps(result, indent=2) + "\n").encode(), 0o644)
     finally:
         if args.keep:
             for node in run.nodes:

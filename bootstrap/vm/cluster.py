@@ -17,6 +17,7 @@ inside the VMs. kubectl runs on the control-plane node with its admin.conf, over
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shlex
 import time
@@ -132,9 +133,7 @@ def network_config(node: Node) -> bytes:
     return yaml.safe_dump(doc, sort_keys=False).encode()
 
 
-def _network(cidr: str) -> Any:
-    import ipaddress
-
+def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     return ipaddress.ip_interface(cidr).network
 
 
