@@ -2,6 +2,10 @@
 
 The package is ``bootstrap`` (the distribution is ``nodesmith``). Data flows one way:
 parse objects -> resolve the Machine's context -> build documents -> render -> write/serve.
+One room per concern: ``render`` (the engine), ``serve`` (HTTP), ``vm`` (qemu, seeds, the
+readiness suite, clusters of VMs), ``image`` (golden images), ``kubernetes`` (a real
+Kubernetes built from Debian's source) and ``cli`` (the only place argparse lives); the
+modules at the top are small helpers several rooms share (``errors`` draws the error tree).
 """
 
 __version__ = "0.1.0"
