@@ -7,6 +7,16 @@ statuses (422 / 503) and the on-node bootstrap status (``terminal: true|false``)
 
 Messages name the object, the field and the offending value, so an operator can fix the
 input without reading a traceback. Values that may be secret are never put in messages.
+
+The tree (exit code / HTTP status)::
+
+    NodesmithError                 1 / 500  a bug: never raised on purpose
+     +-- TerminalError            65 / 422  the input is wrong; retrying cannot help
+     +-- UsageError                2 / 400  the command line or request is wrong (terminal too)
+     +-- TransientError           75 / 503  not ready yet (endpoint, Secret); retry later
+
+Raise through the helpers where a value is shown: ``invalid(obj, field, value, why)`` and
+``bad_usage(flag, value, why)`` write the one "<why> (got <value>)" form, shortened.
 """
 
 from __future__ import annotations
@@ -111,3 +121,8 @@ def invalid(
 ) -> TerminalError:
     """Build the common terminal error: ``<obj> <field>: <why> (got <value>)``."""
     return TerminalError(f"{why} (got {show_value(value)})", reason=reason, obj=obj, field=field)
+
+
+def bad_usage(flag: str, value: Any, why: str, reason: str = "Error") -> UsageError:
+    """Build the common usage error: ``<flag> <why> (got <value>)``."""
+    return UsageError(f"{flag} {why} (got {show_value(value)})", reason=reason)

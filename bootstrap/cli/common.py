@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
-from bootstrap.errors import UsageError
+from bootstrap.errors import bad_usage
 from bootstrap.manifest import load_manifest
 from bootstrap.render.result import RenderOptions
 
@@ -49,5 +49,5 @@ def parse_duration(text: str) -> timedelta:
     units = {"s": 1, "m": 60, "h": 3600}
     number, unit = text[:-1], text[-1:]
     if unit not in units or not number.isdigit() or int(number) == 0:
-        raise UsageError(f"--token-ttl: expected a duration like 15m, 900s or 1h (got {text!r})")
+        raise bad_usage("--token-ttl", text, "expected a duration like 15m, 900s or 1h")
     return timedelta(seconds=int(number) * units[unit])

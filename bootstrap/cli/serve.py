@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from bootstrap.cli.common import add_policy_arguments, policy_options
-from bootstrap.errors import UsageError
+from bootstrap.errors import UsageError, bad_usage
 from bootstrap.serve.app import DEFAULT_MAX_BODY
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.log import log_event as _log
@@ -18,7 +18,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 
     host, port = parse_listen(args.listen)
     if args.workers < 1 or args.workers > 64:
-        raise UsageError(f"--workers must be 1..64 (got {args.workers})", reason="InvalidWorkers")
+        raise bad_usage("--workers", args.workers, "must be 1..64", reason="InvalidWorkers")
     if args.max_body_bytes < 1:
         raise UsageError("--max-body-bytes must be positive", reason="InvalidLimit")
     check_tls(args.tls_cert, args.tls_key)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from bootstrap.errors import TerminalError, UsageError, invalid
+from bootstrap.errors import TerminalError, UsageError, bad_usage, invalid
 
 FORMATS = ("qcow2", "raw", "box")
 OCI_RUNTIMES = ("runc", "crun")
@@ -154,12 +154,12 @@ def parse_kubernetes_source(value: str) -> KubernetesSource:
                 reason="ChecksumsMissing",
             )
         return KubernetesSource("dir", d)
-    raise UsageError(f"--kubernetes-source must be pkgs, http, dir:PATH or none (got {value!r})")
+    raise bad_usage("--kubernetes-source", value, "must be pkgs, http, dir:PATH or none")
 
 
 def check_version(value: str) -> str:
     if not _VERSION_RE.match(value):
-        raise UsageError(f"--kubernetes-version must look like v1.31.4 (got {value!r})")
+        raise bad_usage("--kubernetes-version", value, "must look like v1.31.4")
     return value
 
 
@@ -168,7 +168,7 @@ def parse_formats(value: str | list[str]) -> tuple[str, ...]:
     out: list[str] = []
     for item in (i.strip() for i in items):
         if item not in FORMATS:
-            raise UsageError(f"--format accepts {', '.join(FORMATS)} (got {item!r})")
+            raise bad_usage("--format", item, f"accepts {', '.join(FORMATS)}")
         if item not in out:
             out.append(item)
     if not out:
@@ -179,5 +179,5 @@ def parse_formats(value: str | list[str]) -> tuple[str, ...]:
 def choose(value: str | None, allowed: tuple[str, ...], flag: str, default: str) -> str:
     v = value or default
     if v not in allowed:
-        raise UsageError(f"{flag} accepts {', '.join(allowed)} (got {v!r})")
+        raise bad_usage(flag, v, f"accepts {', '.join(allowed)}")
     return v

@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from bootstrap.errors import ObjectRef, TerminalError, show_value
+from bootstrap.errors import ObjectRef, TerminalError, invalid
 from bootstrap.render.objects import Cluster
 from bootstrap.render.versions import V1BETA2, V1BETA4, KubeVersion
 
@@ -55,9 +55,7 @@ class Builder:
         return value
 
     def bad(self, path: str, value: Any, why: str) -> TerminalError:
-        return TerminalError(
-            f"{why} (got {show_value(value)})", obj=self.obj, field=path, reason="InvalidField"
-        )
+        return invalid(self.obj, path, value, why)
 
     def args(self, value: Any, path: str) -> Any:
         """extraArgs / kubeletExtraArgs: a map in v1beta3, a ``[{name, value}]`` list in v1beta4."""
@@ -185,17 +183,19 @@ def cluster_dns(cluster: Cluster) -> str:
     try:
         network = ipaddress.ip_network(cidr, strict=False)
     except ValueError:
-        raise TerminalError(
-            f"is not a CIDR (got {show_value(cidr)})",
-            obj=cluster.ref,
-            field=field_,
+        raise invalid(
+            cluster.ref,
+            field_,
+            cidr,
+            "is not a CIDR",
             reason="InvalidCIDR",
         ) from None
     if network.num_addresses <= 10:
-        raise TerminalError(
-            f"is too small to hold the cluster DNS address (base + 10) (got {cidr!r})",
-            obj=cluster.ref,
-            field=field_,
+        raise invalid(
+            cluster.ref,
+            field_,
+            cidr,
+            "is too small to hold the cluster DNS address (base + 10)",
             reason="InvalidCIDR",
         )
     return str(network.network_address + 10)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from bootstrap import __version__
-from bootstrap.errors import ObjectRef, TerminalError, TransientError
+from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid
 from bootstrap.render import kubeadm, pki, tokens
 from bootstrap.render.cloudconfig import disk_sections, ntp_section, user_entry, user_files
 from bootstrap.render.kubeadm_schema import check_document
@@ -66,10 +66,11 @@ def _retry_settings(ctx: Context) -> dict[str, int]:
             continue
         text = raw.strip().removesuffix("s")
         if not text.isdigit() or not low <= int(text) <= high:
-            raise TerminalError(
-                f"must be a whole number of seconds from {low} to {high} (got {raw!r})",
-                obj=ctx.machine.ref,
-                field=f"metadata.annotations[{annotation}]",
+            raise invalid(
+                ctx.machine.ref,
+                f"metadata.annotations[{annotation}]",
+                raw,
+                f"must be a whole number of seconds from {low} to {high}",
                 reason="InvalidAnnotation",
             )
         settings[key] = int(text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bootstrap.errors import ObjectRef, TerminalError, TransientError, show_value
+from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid
 from bootstrap.render.names import is_label, is_subdomain
 from bootstrap.render.objects import (
     BOOTSTRAP_GROUP,
@@ -53,10 +53,12 @@ def split_ref(text: str) -> tuple[str, str]:
     """``NAMESPACE/NAME`` or a bare ``NAME`` (namespace ``default``)."""
     namespace, _, name = text.rpartition("/")
     if not is_subdomain(name) or "/" in namespace or (namespace and not is_label(namespace)):
-        raise TerminalError(
-            f"expected NAMESPACE/NAME or NAME (got {show_value(text)})",
+        raise invalid(
+            None,
+            "--machine",
+            text,
+            "expected NAMESPACE/NAME or NAME",
             reason="InvalidMachineRef",
-            field="--machine",
         )
     return namespace or "default", name
 
@@ -96,10 +98,11 @@ class Bundle:
                 )
             ns = meta.get("namespace") or "default"
             if not isinstance(ns, str):
-                raise TerminalError(
-                    f"must be a string (got {show_value(ns)})",
-                    obj=f"{kind} {meta['name']}",
-                    field="metadata.namespace",
+                raise invalid(
+                    f"{kind} {meta['name']}",
+                    "metadata.namespace",
+                    ns,
+                    "must be a string",
                     reason="InvalidField",
                 )
             for value, what, valid in (
@@ -109,10 +112,11 @@ class Bundle:
                 if not valid(value):
                     # Names end up in messages and in the userdata's header comment: a
                     # newline there would let an object write its own cloud-config keys.
-                    raise TerminalError(
-                        f"must be a lowercase RFC 1123 name (got {show_value(value)})",
-                        obj=f"{kind} object[{index}]",
-                        field=what,
+                    raise invalid(
+                        f"{kind} object[{index}]",
+                        what,
+                        value,
+                        "must be a lowercase RFC 1123 name",
                         reason="InvalidField",
                     )
             key = (str(kind), ns, meta["name"])
@@ -222,10 +226,11 @@ def resolve(bundle: Bundle, machine_ref: str) -> Context:
             reason="UnsupportedConfigKind",
         )
     if ref.namespace and ref.namespace != namespace:
-        raise TerminalError(
-            f"must be in the Machine's namespace {namespace!r} (got {ref.namespace!r})",
-            obj=machine.ref,
-            field="spec.bootstrap.configRef.namespace",
+        raise invalid(
+            machine.ref,
+            "spec.bootstrap.configRef.namespace",
+            ref.namespace,
+            f"must be in the Machine's namespace {namespace!r}",
             reason="CrossNamespaceReference",
         )
     config = bundle.config(namespace, ref.name)

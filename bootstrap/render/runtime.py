@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from bootstrap.errors import TerminalError, show_value
+from bootstrap.errors import TerminalError, invalid
 from bootstrap.manifest import ImageManifest
 from bootstrap.render.objects import Machine
 from bootstrap.render.versions import KubeVersion
@@ -56,10 +56,11 @@ def choose_runtime(machine: Machine) -> RuntimeChoice:
             reason="UnknownRuntime",
         )
     if version is not None and not _plain_version(version):
-        raise TerminalError(
-            f"is not a version like 1.7.22 (got {show_value(version)})",
-            obj=machine.ref,
-            field=where,
+        raise invalid(
+            machine.ref,
+            where,
+            version,
+            "is not a version like 1.7.22",
             reason="InvalidRuntimeVersion",
         )
     return RuntimeChoice(canonical, version.lstrip("v") if version else None, where)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bootstrap.errors import ObjectRef, TerminalError, show_value
+from bootstrap.errors import ObjectRef, TerminalError, invalid
 
 V1BETA2 = "kubeadm.k8s.io/v1beta2"
 V1BETA3 = "kubeadm.k8s.io/v1beta3"
@@ -54,10 +54,11 @@ def parse_version(text: str | None, obj: ObjectRef, field: str) -> KubeVersion:
         )
     match = _SEMVER.match(text.strip()) if isinstance(text, str) else None
     if not match:
-        raise TerminalError(
-            f"is not a Kubernetes version like v1.31.4 (got {show_value(text)})",
-            obj=obj,
-            field=field,
+        raise invalid(
+            obj,
+            field,
+            text,
+            "is not a Kubernetes version like v1.31.4",
             reason="InvalidVersion",
         )
     version = KubeVersion(

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bootstrap.errors import NodesmithError, UsageError
+from bootstrap.errors import NodesmithError, UsageError, bad_usage
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.log import UVICORN_LOG_CONFIG
 from bootstrap.serve.log import log_event as _log
@@ -59,11 +59,11 @@ def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``[V6]:PORT`` -> (host, port); port 0 picks a free one."""
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--listen must be HOST:PORT (got {value!r})", reason="InvalidListen")
+        raise bad_usage("--listen", value, "must be HOST:PORT", reason="InvalidListen")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not host:
-        raise UsageError(f"--listen needs a host (got {value!r})", reason="InvalidListen")
+        raise bad_usage("--listen", value, "needs a host", reason="InvalidListen")
     return host, int(port)
 
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bootstrap.errors import UsageError
+from bootstrap.errors import bad_usage
 
 ACCELS = ("auto", "kvm", "tcg")
 
@@ -69,7 +69,7 @@ def kvm_usable(
 def choose(requested: str = "auto") -> Accel:
     """Resolve ``--accel``: ``auto`` probes, ``kvm`` and ``tcg`` are taken as given."""
     if requested not in ACCELS:
-        raise UsageError(f"--accel must be one of {', '.join(ACCELS)} (got {requested!r})")
+        raise bad_usage("--accel", requested, f"must be one of {', '.join(ACCELS)}")
     if requested == "tcg":
         return Accel("tcg", "requested")
     if requested == "kvm":

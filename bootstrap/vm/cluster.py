@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from bootstrap.errors import TerminalError, TransientError
+from bootstrap.errors import TerminalError, TransientError, invalid
 from bootstrap.hostutil import free_port
 from bootstrap.render import RenderOptions, RenderResult
 from bootstrap.render.batch import render_all
@@ -142,10 +142,11 @@ def _infra_address(objects: list[dict[str, Any]], machine: dict[str, Any]) -> st
     ref = (machine.get("spec") or {}).get("infrastructureRef") or {}
     where = f"Machine {meta.get('namespace', 'default')}/{meta.get('name')}"
     if ref.get("kind") != INFRA_KIND:
-        raise TerminalError(
-            f"needs an infrastructureRef to a {INFRA_KIND} (got {ref.get('kind')!r})",
-            obj=where,
-            field="spec.infrastructureRef",
+        raise invalid(
+            where,
+            "spec.infrastructureRef",
+            ref.get("kind"),
+            f"needs an infrastructureRef to a {INFRA_KIND}",
             reason="NoInfrastructure",
         )
     for obj in objects:
@@ -159,10 +160,11 @@ def _infra_address(objects: list[dict[str, Any]], machine: dict[str, Any]) -> st
             try:
                 _network(address)
             except ValueError:
-                raise TerminalError(
-                    f"is not an address with a prefix like 192.168.57.10/24 (got {address!r})",
-                    obj=f"{INFRA_KIND} {m.get('name')}",
-                    field="spec.address",
+                raise invalid(
+                    f"{INFRA_KIND} {m.get('name')}",
+                    "spec.address",
+                    address,
+                    "is not an address with a prefix like 192.168.57.10/24",
                     reason="InvalidAddress",
                 ) from None
             return address

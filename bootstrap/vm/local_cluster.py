@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from bootstrap.errors import TerminalError, UsageError
+from bootstrap.errors import TerminalError, UsageError, bad_usage
 from bootstrap.fsutil import replace_dir
 from bootstrap.manifest import ImageManifest
 from bootstrap.render import RenderOptions, tokens
@@ -140,7 +140,7 @@ def _mac(cluster: str, kind: int, index: int) -> str:
 def plan(spec: Spec) -> list[Node]:
     """The VMs: ``control-plane-0`` at the network's .10, ``worker-N`` from .11 on."""
     if not 0 <= spec.workers <= MAX_WORKERS:
-        raise UsageError(f"--workers must be from 0 to {MAX_WORKERS} (got {spec.workers})")
+        raise bad_usage("--workers", spec.workers, f"must be from 0 to {MAX_WORKERS}")
     try:
         net = ipaddress.IPv4Network(spec.network)
     except ValueError as exc:
@@ -150,7 +150,7 @@ def plan(spec: Spec) -> list[Node]:
     if net.num_addresses < 16 + spec.workers:
         raise UsageError(f"--network {spec.network} is too small for {spec.workers} worker(s)")
     if not net.is_private:
-        raise UsageError(f"--network must be a private range (got {spec.network})")
+        raise bad_usage("--network", spec.network, "must be a private range")
     names = ["control-plane-0"] + [f"worker-{i}" for i in range(spec.workers)]
     return [
         Node(

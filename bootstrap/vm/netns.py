@@ -30,7 +30,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bootstrap.errors import TerminalError, TransientError, UsageError
+from bootstrap.errors import TerminalError, TransientError, UsageError, bad_usage
 from bootstrap.hostutil import alive as _alive
 
 LIBVIRTD_PIDFILE = Path("/run/libvirtd.pid")
@@ -61,7 +61,7 @@ class LibvirtNetns:
     def __init__(self, name: str) -> None:
         ok = 0 < len(name) <= 32 and all(c.isalnum() or c in "-_" for c in name)
         if not ok:
-            raise UsageError(f"netns name must be letters, digits, - or _ (got {name!r})")
+            raise bad_usage("netns name", name, "must be letters, digits, - or _")
         self.name = name
 
     def argv(self, command: list[str]) -> list[str]:

@@ -28,7 +28,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from bootstrap.errors import TerminalError, TransientError, UsageError
+from bootstrap.errors import TerminalError, TransientError, UsageError, bad_usage
 from bootstrap.fsutil import atomic_write
 from bootstrap.hostutil import alive as _alive
 from bootstrap.hostutil import free_port
@@ -63,7 +63,7 @@ def check_name(name: str) -> str:
     """A VM name is a DNS label (it becomes a directory and the hostname)."""
     ok = 0 < len(name) <= 63 and all(c.isalnum() or c == "-" for c in name)
     if not ok or name.startswith("-") or name.endswith("-") or name.lower() != name:
-        raise UsageError(f"VM name must be a lower-case DNS label (got {name!r})")
+        raise bad_usage("VM name", name, "must be a lower-case DNS label")
     return name
 
 
@@ -468,7 +468,7 @@ def up(
     if not image.is_file():
         raise UsageError(f"image {str(image)!r} does not exist")
     if firmware not in ("bios", "uefi"):
-        raise UsageError(f"--firmware must be bios or uefi (got {firmware!r})")
+        raise bad_usage("--firmware", firmware, "must be bios or uefi")
     if shutil.which("qemu-system-x86_64") is None:
         raise TerminalError(
             "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)",

@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from bootstrap.errors import UsageError
+from bootstrap.errors import UsageError, bad_usage
 from bootstrap.resources import data_dir
 
 EXIT_CHECKS_FAILED = 1
@@ -32,7 +32,7 @@ def testinfra_spec(host: str, identity: str | None) -> str:
     """``ssh://user@host:port`` (or ``paramiko://...``) as a testinfra paramiko host spec."""
     url = urllib.parse.urlsplit(host)
     if url.scheme not in ("ssh", "paramiko") or not url.hostname:
-        raise UsageError(f"--host must look like ssh://user@host:port (got {host!r})")
+        raise bad_usage("--host", host, "must look like ssh://user@host:port")
     user = f"{url.username}@" if url.username else ""
     port = f":{url.port}" if url.port else ""
     query = dict(urllib.parse.parse_qsl(url.query))
