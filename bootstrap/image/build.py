@@ -1,37 +1,26 @@
 """The image pipeline: definition + options -> rootfs -> roles -> disk -> artifacts.
 
-Artifacts appear only on full success: everything is written to a hidden sibling of
-``--output`` and renamed into place at the very end; a failure or an interrupt removes the
-sibling and the work directory (under /var/tmp), so ``--output`` never holds half a build.
-The log lives under the cache directory while the build runs and is copied into the output.
+Where the output goes, and what a failure leaves (nothing), is :mod:`bootstrap.image.staged`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
-import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bootstrap.checksums import sha256_file
-from bootstrap.errors import TerminalError
-from bootstrap.fsutil import replace_dir
-from bootstrap.image import artifacts, disk, inspect_root, kubernetes, preload, rootfs, sources
+from bootstrap.image import artifacts, disk, kubernetes, preload, rootfs, sources
 from bootstrap.image.definition import Definition, Options
 from bootstrap.image.roles import ROLE_ORDER, apply_chroot, role_files
-from bootstrap.image.workspace import remove_tree
+from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_output
 from bootstrap.manifest import (
     Artifact,
     ImageManifest,
     KubernetesBinaries,
     OCIRuntime,
-    OSInfo,
-    PreloadedImage,
     Runtime,
 )
 from bootstrap.progress import Progress
@@ -125,42 +114,21 @@ def add_vagrant_user(root: Path, progress: Progress) -> None:
     sudoers.chmod(0o440)
 
 
-def prepare_output(output: Path, force: bool) -> None:
-    if output.exists() and not force:
-        raise TerminalError(
-            "already exists; pass --force to replace it",
-            obj=str(output),
-            field="--output",
-            reason="OutputExists",
-        )
-    output.parent.mkdir(parents=True, exist_ok=True)
-
-
-def publish(staging: Path, output: Path) -> None:
-    """Move the finished staging directory to ``output`` (replacing an old one last)."""
-    staging.chmod(0o755)  # mkdtemp made it 0700
-    replace_dir(staging, output)
-
-
 def build(
     defn: Definition, opts: Options, *, force: bool = False, roles: tuple[str, ...] = ROLE_ORDER
 ) -> Path:
-    """Run the whole chroot pipeline; returns the output directory."""
-    output = opts.output.resolve()
-    prepare_output(output, force)
+    """Run the whole chroot pipeline; returns the output directory.
+
+    rootfs (mmdebstrap) -> roles (pyinfra in the chroot) -> inspect -> disk -> artifacts ->
+    manifest, all inside a :class:`StagedBuild`, so ``--output`` is complete or untouched.
+    """
+    output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
     apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
-
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    log_path = opts.cache_dir / "logs" / f"image-{defn.name}-{stamp}-{os.getpid()}.log"
-    progress = Progress(log_path)
-    progress.say(f"building {defn.name} -> {output} (log: {log_path})")
-    opts.work_parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="nodesmith-image-", dir=opts.work_parent))
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    t0 = time.monotonic()
-    try:
-        root = work / "root"
+    with StagedBuild(f"image-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
+        progress = staged.progress
+        progress.say(f"building {defn.name} -> {output} (log: {staged.log_path})")
+        root = staged.work / "root"
         with progress.stage("rootfs"):
             rootfs.build_rootfs(
                 defn, packages_for(defn, opts), root, apt_sources, opts.cache_dir, progress
@@ -168,77 +136,65 @@ def build(
         with progress.stage("roles"):
             apply_chroot(root, role_data(opts), progress, roles)
         with progress.stage("inspect"):
-            pkgs = inspect_root.packages(root)
-            os_info = inspect_root.os_release(root)
-            kernel = inspect_root.kernel(root)
-            images = preload.read_record(root, archives) if archives else []
-        with progress.stage("disk"):
-            raw = work / "disk.raw"
-            disk.make_disk(root, raw, defn.disk_size_mib, progress)
-        found: dict[str, Path] = {}
-        if "qcow2" in opts.formats:
-            with progress.stage("qcow2"):
-                found["qcow2"] = staging / "image.qcow2"
-                artifacts.qcow2(raw, found["qcow2"], progress)
-        if "box" in opts.formats:
-            with progress.stage("box"):
-                add_vagrant_user(root, progress)
-                box_raw = work / "box.raw"
-                disk.make_disk(root, box_raw, defn.disk_size_mib, progress)
-                box_qcow = work / "box.qcow2"
-                artifacts.qcow2(box_raw, box_qcow, progress)
-                box_raw.unlink()
-                found["box"] = staging / "image.box"
-                artifacts.box(box_qcow, found["box"], (defn.disk_size_mib + 1023) // 1024)
-        if "raw" in opts.formats:
-            found["raw"] = staging / "image.raw"
-            raw.rename(found["raw"])
-        with progress.stage("checksums"):
-            described = {fmt: artifacts.describe(p, staging) for fmt, p in found.items()}
-        progress.timings["total"] = round(time.monotonic() - t0, 1)
-        manifest = make_manifest(
-            defn,
-            opts,
-            pkgs,
-            os_info,
-            kernel,
-            kube_versions,
-            described,
-            inputs_hash(defn, opts, apt_sources, kube_files),
-            progress.timings,
-            images,
+            inspected = inspect(root, archives)
+        found = disk_artifacts(defn, opts, root, staged)
+        described = staged.describe(found)
+        inputs = inputs_hash(defn, opts, apt_sources, kube_files)
+        return staged.publish(
+            make_manifest(defn, opts, inspected, kube_versions, described, inputs, progress.timings)
         )
-        (staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
-        progress.say(f"total {progress.timings['total']:.1f}s")
-        progress.close()
-        shutil.copyfile(log_path, staging / "build.log")
-        publish(staging, output)
-        return output
-    finally:
-        progress.close()
-        remove_tree(work)
-        shutil.rmtree(staging, ignore_errors=True)
+
+
+def disk_artifacts(
+    defn: Definition, opts: Options, root: Path, staged: StagedBuild
+) -> dict[str, Path]:
+    """The root as a bootable disk, in each asked format, staged: ``{format: path}``.
+
+    The box variant gets its own disk, because it adds Vagrant's user to the root.
+    """
+    progress = staged.progress
+    with progress.stage("disk"):
+        raw = staged.work / "disk.raw"
+        disk.make_disk(root, raw, defn.disk_size_mib, progress)
+    found: dict[str, Path] = {}
+    if "qcow2" in opts.formats:
+        with progress.stage("qcow2"):
+            found["qcow2"] = staged.staging / "image.qcow2"
+            artifacts.qcow2(raw, found["qcow2"], progress)
+    if "box" in opts.formats:
+        with progress.stage("box"):
+            add_vagrant_user(root, progress)
+            box_raw = staged.work / "box.raw"
+            disk.make_disk(root, box_raw, defn.disk_size_mib, progress)
+            box_qcow = staged.work / "box.qcow2"
+            artifacts.qcow2(box_raw, box_qcow, progress)
+            box_raw.unlink()
+            found["box"] = staged.staging / "image.box"
+            artifacts.box(box_qcow, found["box"], (defn.disk_size_mib + 1023) // 1024)
+    if "raw" in opts.formats:
+        found["raw"] = staged.staging / "image.raw"
+        raw.rename(found["raw"])
+    return found
 
 
 def make_manifest(
     defn: Definition,
     opts: Options,
-    pkgs: dict[str, str],
-    os_info: OSInfo,
-    kernel: str | None,
+    inspected: Inspected,
     kube_versions: dict[str, str],
     described: dict[str, Artifact],
     inputs: str,
     timings: dict[str, float],
-    images: list[PreloadedImage] | None = None,
 ) -> ImageManifest:
+    """The manifest.json of a finished build (what ``render --image-manifest`` checks)."""
+    pkgs = inspected.packages
     src = opts.kubernetes_source.kind
     if src in ("pkgs", "http"):
         kube_versions = {b: opts.kubernetes_version for b in kubernetes.BINARIES}
     return ImageManifest(
         name=defn.name,
-        os=os_info,
-        kernel=kernel,
+        os=inspected.os_info,
+        kernel=inspected.kernel,
         runtime=Runtime(
             name=opts.runtime,
             version=pkgs.get("containerd"),
@@ -253,7 +209,7 @@ def make_manifest(
             source=src,
         ),
         packages=pkgs,
-        images=images or [],
+        images=inspected.images,
         artifacts=described,
         inputsHash=f"sha256:{inputs}",
         timings=dict(timings),

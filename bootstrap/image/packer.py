@@ -13,28 +13,19 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 import threading
-import time
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 from packerpy import PackerExecutable
 
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.hostutil import free_port
-from bootstrap.image import artifacts, diskfs, inspect_root, preload, sources
+from bootstrap.image import diskfs, sources
 from bootstrap.image.build import build as chroot_build
-from bootstrap.image.build import (
-    check_inputs,
-    inputs_hash,
-    make_manifest,
-    prepare_output,
-    publish,
-)
+from bootstrap.image.build import check_inputs, inputs_hash, make_manifest
 from bootstrap.image.definition import Definition, KubernetesSource, Options
-from bootstrap.image.workspace import remove_tree
+from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_output
 from bootstrap.manifest import load_manifest
 from bootstrap.progress import Progress
 from bootstrap.resources import data_dir
@@ -146,87 +137,89 @@ def build_with_packer(
     """
     if "box" in opts.formats:
         raise UsageError("--format box is built by the chroot builder only")
-    output = opts.output.resolve()
-    prepare_output(output, force)
+    output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
     apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
     template = data_dir("images") / "qemu.pkr.hcl"
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    log_path = opts.cache_dir / "logs" / f"packer-{defn.name}-{stamp}-{os.getpid()}.log"
-    progress = Progress(log_path)
-    progress.say(f"building {defn.name} with packer-qemu -> {output} (log: {log_path})")
-    opts.work_parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="nodesmith-packer-", dir=opts.work_parent))
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    t0 = time.monotonic()
-    try:
+    with StagedBuild(f"packer-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
+        progress = staged.progress
+        progress.say(f"building {defn.name} with packer-qemu -> {output} (log: {staged.log_path})")
         with progress.stage("base disk (chroot, cloud-init role only)"):
-            base_opts = replace(
-                opts,
-                formats=("qcow2",),
-                output=work / "base",
-                kubernetes_source=KubernetesSource("none"),
-            )
-            base = chroot_build(defn, base_opts, roles=("cloud_init",))
-        key = work / "builder_key"
-        builder_key = sshkeys.generate("nodesmith-packer")
-        builder_key.write_private(key)
-        iso = seed_iso(work, builder_key.public_openssh)
-        out_dir = work / "packer-out"
-        roles_log = work / "roles.log"
-        base_sha = load_manifest(base / "manifest.json").artifacts["qcow2"].sha256
-        variables = {
-            "base_disk": str(base / "image.qcow2"),
-            "base_disk_checksum": f"sha256:{base_sha}",
-            "seed_iso": str(iso),
-            "output_directory": str(out_dir),
-            "vm_name": "image.qcow2",
-            "accelerator": accel,
-            "ssh_private_key_file": str(key),
-            "ssh_port": str(free_port()),
-            "disk_size": f"{defn.disk_size_mib}M",
-            "nodesmith": str(Path(sys.executable).parent / "nodesmith"),
-            "role_args": f"{role_args(opts)} --log {shlex.quote(str(roles_log))}",
-            "restrict_guest_network": "off" if needs_guest_network(opts) else "on",
-        }
+            base = base_disk(defn, opts, staged.work / "base")
+        variables = packer_variables(defn, opts, base, staged.work, accel)
         with progress.stage("packer build (qemu)"):
-            try:
-                run_packer(template, variables, work, progress)
-            finally:
-                if roles_log.is_file():  # the roles' full pyinfra output, into this build's log
-                    progress.log(
-                        f"--- {roles_log.name} (apply-roles over SSH) ---\n"
-                        + roles_log.read_text(encoding="utf-8", errors="replace")
-                    )
-        built = out_dir / "image.qcow2"
-        found: dict[str, Path] = {}
-        with progress.stage("inspect"):
-            raw = staging / "image.raw" if "raw" in opts.formats else work / "final.raw"
-            progress.run(["qemu-img", "convert", "-O", "raw", built, raw], what="qemu-img")
-            seen = diskfs.extract(raw, work / "inspect", progress)
-            pkgs = inspect_root.packages(seen)
-            os_info, kernel = inspect_root.os_release(seen), inspect_root.kernel(seen)
-            images = preload.read_record(seen, archives) if archives else []
-        if "qcow2" in opts.formats:
-            found["qcow2"] = staging / "image.qcow2"
-            shutil.move(str(built), found["qcow2"])
-        if "raw" in opts.formats:
-            found["raw"] = raw
-        with progress.stage("checksums"):
-            described = {fmt: artifacts.describe(p, staging) for fmt, p in found.items()}
-        progress.timings["total"] = round(time.monotonic() - t0, 1)
-        manifest = make_manifest(
-            defn, opts, pkgs, os_info, kernel, kube_versions, described,
-            inputs_hash(defn, opts, apt_sources, kube_files, extra=(template,)),
-            progress.timings, images,
-        )  # fmt: skip
-        (staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
-        progress.say(f"total {progress.timings['total']:.1f}s")
-        progress.close()
-        shutil.copyfile(log_path, staging / "build.log")
-        publish(staging, output)
-        return output
+            run_packer_with_roles_log(template, variables, staged.work, progress)
+        found, inspected = packer_artifacts(opts, staged, archives)
+        described = staged.describe(found)
+        inputs = inputs_hash(defn, opts, apt_sources, kube_files, extra=(template,))
+        return staged.publish(
+            make_manifest(defn, opts, inspected, kube_versions, described, inputs, progress.timings)
+        )
+
+
+def base_disk(defn: Definition, opts: Options, output: Path) -> Path:
+    """The chroot build with only the cloud-init role: what Packer's VM boots from."""
+    base_opts = replace(
+        opts, formats=("qcow2",), output=output, kubernetes_source=KubernetesSource("none")
+    )
+    return chroot_build(defn, base_opts, roles=("cloud_init",))
+
+
+def packer_variables(
+    defn: Definition, opts: Options, base: Path, work: Path, accel: str
+) -> dict[str, str]:
+    """The template's variables: base disk (sha256-pinned), seed with a throw-away key,
+    accelerator, SSH port, and the ``apply-roles`` command line the provisioner runs."""
+    key = work / "builder_key"
+    builder_key = sshkeys.generate("nodesmith-packer")
+    builder_key.write_private(key)
+    base_sha = load_manifest(base / "manifest.json").artifacts["qcow2"].sha256
+    roles_log = work / "roles.log"
+    return {
+        "base_disk": str(base / "image.qcow2"),
+        "base_disk_checksum": f"sha256:{base_sha}",
+        "seed_iso": str(seed_iso(work, builder_key.public_openssh)),
+        "output_directory": str(work / "packer-out"),
+        "vm_name": "image.qcow2",
+        "accelerator": accel,
+        "ssh_private_key_file": str(key),
+        "ssh_port": str(free_port()),
+        "disk_size": f"{defn.disk_size_mib}M",
+        "nodesmith": str(Path(sys.executable).parent / "nodesmith"),
+        "role_args": f"{role_args(opts)} --log {shlex.quote(str(roles_log))}",
+        "restrict_guest_network": "off" if needs_guest_network(opts) else "on",
+    }
+
+
+def run_packer_with_roles_log(
+    template: Path, variables: dict[str, str], work: Path, progress: Progress
+) -> None:
+    """``packer build``, then the roles' full pyinfra output into this build's log."""
+    roles_log = work / "roles.log"
+    try:
+        run_packer(template, variables, work, progress)
     finally:
-        progress.close()
-        remove_tree(work)
-        shutil.rmtree(staging, ignore_errors=True)
+        if roles_log.is_file():
+            progress.log(
+                f"--- {roles_log.name} (apply-roles over SSH) ---\n"
+                + roles_log.read_text(encoding="utf-8", errors="replace")
+            )
+
+
+def packer_artifacts(
+    opts: Options, staged: StagedBuild, archives: dict[str, str]
+) -> tuple[dict[str, Path], Inspected]:
+    """Packer's disk, inspected in place (debugfs) and staged in each asked format."""
+    progress, work = staged.progress, staged.work
+    built = work / "packer-out" / "image.qcow2"
+    with progress.stage("inspect"):
+        raw = staged.staging / "image.raw" if "raw" in opts.formats else work / "final.raw"
+        progress.run(["qemu-img", "convert", "-O", "raw", built, raw], what="qemu-img")
+        inspected = inspect(diskfs.extract(raw, work / "inspect", progress), archives)
+    found: dict[str, Path] = {}
+    if "qcow2" in opts.formats:
+        found["qcow2"] = staged.staging / "image.qcow2"
+        shutil.move(str(built), found["qcow2"])
+    if "raw" in opts.formats:
+        found["raw"] = raw
+    return found, inspected
