@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bootstrap.errors import UsageError
-from bootstrap.serve.app import check_names, query_flag, route_of
+from bootstrap.serve.app import HTTPError, check_names, query_flag, route_of
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.metrics import SharedMetrics
 from bootstrap.serve.server import bind, parse_listen
@@ -63,9 +63,13 @@ def test_valid_namespaces(namespace: str) -> None:
     "namespace", ["", "Default", "-a", "a-", "a.b", "a_b", "a" * 64, "ä", "a b", "a\n"]
 )
 def test_invalid_namespaces(namespace: str) -> None:
-    with pytest.raises(Exception, match="namespace") as info:
+    with pytest.raises(HTTPError, match="namespace must be") as info:
         check_names(namespace, "worker-0")
-    assert getattr(info.value, "http_status", None) == 400
+    assert (info.value.http_status, info.value.reason, info.value.field) == (
+        400,
+        "InvalidName",
+        "path.namespace",
+    )
 
 
 @pytest.mark.parametrize("name", ["w", "worker-0", "a.b.c", "a" * 63 + "." + "b" * 63])
@@ -75,16 +79,18 @@ def test_valid_names(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["", "W", "a..b", ".a", "a.", "a_b", "-a", "a" * 254, "a\n"])
 def test_invalid_names(name: str) -> None:
-    with pytest.raises(Exception, match="name must be"):
+    with pytest.raises(HTTPError, match="name must be") as info:
         check_names("default", name)
+    assert (info.value.http_status, info.value.field) == (400, "path.name")
 
 
 def test_query_flag() -> None:
     assert query_flag({}, "gzip", ("true", "false"), "false") == "false"
     assert query_flag({"gzip": ["true"]}, "gzip", ("true", "false"), "false") == "true"
     for bad in (["yes"], ["true", "true"], [""]):
-        with pytest.raises(Exception, match="gzip"):
+        with pytest.raises(HTTPError, match="gzip must be one of true, false") as info:
             query_flag({"gzip": bad}, "gzip", ("true", "false"), "false")
+        assert (info.value.http_status, info.value.field) == (400, "query.gzip")
 
 
 def test_route_names_are_a_fixed_set() -> None:
