@@ -180,16 +180,11 @@ def test_terminal_errors(case: str, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not out_dir.exists() or not any(out_dir.iterdir())
 
 
-def test_join_without_ca_needs_unsafe_flag(
+def test_join_without_ca_with_unsafe_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write(tmp_path, base_docs(ca=False))
-    code, _, err = run(capsys, "-f", path, "--machine", "prod/md-0")
-    assert code == 65
-    assert_one_line_error(
-        err, "Machine prod/md-0", "prod/alpha-ca", "--unsafe-skip-ca-verification"
-    )
-    # The decoy namespace has an alpha-ca Secret; it is not used.
+    # Without the flag: ERRORS["join-without-ca"]. The decoy namespace's alpha-ca is not used.
     out, err = render_ok(
         capsys, "-f", path, "--machine", "prod/md-0", "--unsafe-skip-ca-verification"
     )
@@ -199,17 +194,6 @@ def test_join_without_ca_needs_unsafe_flag(
     assert token["unsafeSkipCAVerification"] is True
     assert "caCertHashes" not in token
     assert "does not pin the cluster CA" in err
-
-
-def test_join_control_plane_without_ca_is_terminal(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = write(tmp_path, base_docs(ca=False))
-    code, _, err = run(
-        capsys, "-f", path, "--machine", "prod/cp-1", "--unsafe-skip-ca-verification"
-    )
-    assert code == 65
-    assert_one_line_error(err, "Machine prod/cp-1", "alpha-ca")
 
 
 # ---------------------------------------------------------------- image manifest
@@ -246,16 +230,12 @@ def test_image_manifest_match(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     )
 
 
-def test_image_manifest_runtime_mismatch(
+def test_runtime_mismatch_installs_when_allowed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _with_runtime(tmp_path, "containerd=1.7.22")
     manifest = _manifest(tmp_path, "containerd=1.6.20", "1.31.4")
-    code, _, err = run(capsys, "-f", path, "--machine", "prod/md-0", "--image-manifest", manifest)
-    assert code == 65
-    assert_one_line_error(
-        err, "Machine prod/md-0", "container-runtime", "containerd 1.7.22", "containerd 1.6.20"
-    )
+    # Without --allow-runtime-install: ERRORS["manifest-runtime-mismatch"].
     out, _ = render_ok(
         capsys,
         "-f",
@@ -271,14 +251,12 @@ def test_image_manifest_runtime_mismatch(
     assert pre[-2:] == ["echo pre-worker > /run/nodesmith-pre", "sysctl --system"]
 
 
-def test_image_manifest_kubelet_mismatch(
+def test_kubelet_mismatch_installs_when_allowed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     manifest = _manifest(tmp_path, "containerd=1.7.22", "1.30.6")
     path = write(tmp_path, base_docs())
-    code, _, err = run(capsys, "-f", path, "--machine", "prod/md-0", "--image-manifest", manifest)
-    assert code == 65
-    assert_one_line_error(err, "Machine prod/md-0", "spec.version", "v1.31.4", "1.30.6")
+    # Without --allow-runtime-install: ERRORS["manifest-kubelet-mismatch"].
     out, _ = render_ok(
         capsys,
         "-f",
@@ -293,52 +271,19 @@ def test_image_manifest_kubelet_mismatch(
     assert any("kubelet=1.31.4-*" in c for c in pre), pre
 
 
-def test_image_manifest_unreadable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = tmp_path / "manifest.json"
-    bad.write_text('{"schemaVersion": 1}')
-    code, _, err = run(
-        capsys, "-f", str(BASE), "--machine", "prod/md-0", "--image-manifest", str(bad)
-    )
-    assert code == 65
-    assert_one_line_error(err, "manifest.json", "runtime")
-
-
 # ---------------------------------------------------------------- transient (75)
 
 
-def test_join_without_endpoint_is_transient(
+def test_init_without_endpoint_renders_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     docs = base_docs()
     del find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]
     path = write(tmp_path, docs)
-    code, out, err = run(capsys, "-f", path, "--machine", "prod/md-0")
-    assert code == 75 and out == ""
-    assert_one_line_error(err, "Cluster prod/alpha", "spec.controlPlaneEndpoint")
-    # An init renders anyway, with a warning.
+    # A join waits (ERRORS["join-without-endpoint"]); an init renders, with a warning.
     out, err = render_ok(capsys, "-f", path, "--machine", "prod/cp-0")
     assert_valid_cloud_config(out)
     assert "no control-plane endpoint" in err
-
-
-def test_missing_content_from_secret_is_transient(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    docs = [
-        d
-        for d in base_docs()
-        if not (
-            d["kind"] == "Secret"
-            and d["metadata"]["name"] == "app-secret"
-            and d["metadata"]["namespace"] == "prod"
-        )
-    ]
-    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
-    assert code == 75
-    # The decoy namespace's app-secret is not a substitute.
-    assert_one_line_error(
-        err, "KubeadmConfig prod/md-0", "spec.files[2].contentFrom", "prod/app-secret"
-    )
 
 
 def test_transient_and_terminal_together_is_terminal(
@@ -355,28 +300,6 @@ def test_transient_and_terminal_together_is_terminal(
 
 
 # ---------------------------------------------------------------- namespacing
-
-
-def test_cluster_in_other_namespace_is_never_used(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    docs = base_docs()
-    lonely = copy.deepcopy(find(docs, "Machine", "md-0"))
-    lonely["metadata"]["namespace"] = "lonely"
-    config = copy.deepcopy(find(docs, "KubeadmConfig", "md-0"))
-    config["metadata"]["namespace"] = "lonely"
-    docs += [lonely, config]
-    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "lonely/md-0")
-    assert code == 65
-    assert_one_line_error(
-        err,
-        "Machine lonely/md-0",
-        "spec.clusterName",
-        "lonely/alpha",
-        "never used",
-        "decoy",
-        "prod",
-    )
 
 
 def test_secrets_only_from_machine_namespace(
@@ -404,12 +327,149 @@ def test_secrets_only_from_machine_namespace(
     assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [openssl_spki_hash(cert)]
 
 
-def test_bare_machine_name_means_default(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run(capsys, "-f", str(BASE), "--machine", "md-0")
-    assert code == 65
-    assert_one_line_error(err, "default/md-0", "namespace prod")
+# ---------------------------------------------------------------- error table (65 / 75)
+
+
+def _docs_without_ca(tmp_path: Path) -> list[str]:
+    return ["-f", write(tmp_path, base_docs(ca=False))]
+
+
+def _docs_without_endpoint(tmp_path: Path) -> list[str]:
+    docs = base_docs()
+    del find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]
+    return ["-f", write(tmp_path, docs)]
+
+
+def _docs_without_app_secret(tmp_path: Path) -> list[str]:
+    docs = [
+        d
+        for d in base_docs()
+        if not (
+            d["kind"] == "Secret"
+            and d["metadata"]["name"] == "app-secret"
+            and d["metadata"]["namespace"] == "prod"
+        )
+    ]
+    return ["-f", write(tmp_path, docs)]
+
+
+def _docs_with_lonely_machine(tmp_path: Path) -> list[str]:
+    docs = base_docs()
+    lonely = copy.deepcopy(find(docs, "Machine", "md-0"))
+    lonely["metadata"]["namespace"] = "lonely"
+    config = copy.deepcopy(find(docs, "KubeadmConfig", "md-0"))
+    config["metadata"]["namespace"] = "lonely"
+    return ["-f", write(tmp_path, [*docs, lonely, config])]
+
+
+def _docs_with_port_99999(tmp_path: Path) -> list[str]:
+    docs = base_docs()
+    find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]["port"] = 99999
+    return ["-f", write(tmp_path, docs)]
+
+
+def _unreadable_manifest(tmp_path: Path) -> list[str]:
+    bad = tmp_path / "manifest.json"
+    bad.write_text('{"schemaVersion": 1}')
+    return ["-f", str(BASE), "--image-manifest", str(bad)]
+
+
+def _runtime_mismatch(tmp_path: Path) -> list[str]:
+    manifest = _manifest(tmp_path, "containerd=1.6.20", "1.31.4")
+    return ["-f", _with_runtime(tmp_path, "containerd=1.7.22"), "--image-manifest", manifest]
+
+
+def _kubelet_mismatch(tmp_path: Path) -> list[str]:
+    manifest = _manifest(tmp_path, "containerd=1.7.22", "1.30.6")
+    return ["-f", write(tmp_path, base_docs()), "--image-manifest", manifest]
+
+
+def _no_input(tmp_path: Path) -> list[str]:
+    return ["-f", "/nonexistent/x.yaml"]
+
+
+def _base(tmp_path: Path) -> list[str]:
+    return ["-f", str(BASE)]
+
+
+# case: (inputs, --machine and extra flags, exit code, what the one error line names)
+ERRORS: dict[str, tuple[Any, list[str], int, list[str]]] = {
+    "join-without-ca": (
+        _docs_without_ca,
+        ["--machine", "prod/md-0"],
+        65,
+        ["Machine prod/md-0", "prod/alpha-ca", "--unsafe-skip-ca-verification"],
+    ),
+    "control-plane-join-without-ca": (
+        _docs_without_ca,
+        ["--machine", "prod/cp-1", "--unsafe-skip-ca-verification"],
+        65,
+        ["Machine prod/cp-1", "alpha-ca"],
+    ),
+    "manifest-unreadable": (
+        _unreadable_manifest,
+        ["--machine", "prod/md-0"],
+        65,
+        ["manifest.json", "runtime"],
+    ),
+    "manifest-runtime-mismatch": (
+        _runtime_mismatch,
+        ["--machine", "prod/md-0"],
+        65,
+        ["Machine prod/md-0", "container-runtime", "containerd 1.7.22", "containerd 1.6.20"],
+    ),
+    "manifest-kubelet-mismatch": (
+        _kubelet_mismatch,
+        ["--machine", "prod/md-0"],
+        65,
+        ["Machine prod/md-0", "spec.version", "v1.31.4", "1.30.6"],
+    ),
+    "cluster-only-in-other-namespace": (
+        _docs_with_lonely_machine,
+        ["--machine", "lonely/md-0"],
+        65,
+        ["Machine lonely/md-0", "spec.clusterName", "lonely/alpha", "never used", "decoy", "prod"],
+    ),
+    "bare-name-means-default": (
+        _base,
+        ["--machine", "md-0"],
+        65,
+        ["default/md-0", "namespace prod"],
+    ),
+    "missing-input-file": (
+        _no_input,
+        ["--machine", "prod/md-0"],
+        65,
+        ["/nonexistent/x.yaml", "no such file"],
+    ),
+    "endpoint-port-out-of-range": (
+        _docs_with_port_99999,
+        ["--machine", "prod/md-0"],
+        65,
+        ["Cluster prod/alpha", "spec.controlPlaneEndpoint.port", "99999"],
+    ),
+    "join-without-endpoint": (
+        _docs_without_endpoint,
+        ["--machine", "prod/md-0"],
+        75,
+        ["Cluster prod/alpha", "spec.controlPlaneEndpoint"],
+    ),
+    # The decoy namespace's app-secret is not a substitute.
+    "content-from-secret-missing": (
+        _docs_without_app_secret,
+        ["--machine", "prod/md-0"],
+        75,
+        ["KubeadmConfig prod/md-0", "spec.files[2].contentFrom", "prod/app-secret"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_errors(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs, flags, expected, needles = ERRORS[case]
+    code, out, err = run(capsys, *inputs(tmp_path), *flags)
+    assert (code, out) == (expected, ""), err
+    assert_one_line_error(err, *needles)
 
 
 # ---------------------------------------------------------------- usage (2)
@@ -643,12 +703,6 @@ def test_directory_input_matches_files(capsys: pytest.CaptureFixture[str]) -> No
     assert from_dir == golden.read_text()
 
 
-def test_missing_input_file(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "-f", "/nonexistent/x.yaml", "--machine", "prod/md-0")
-    assert code == 65
-    assert_one_line_error(err, "/nonexistent/x.yaml", "no such file")
-
-
 # ---------------------------------------------------------------- real entry point
 
 
@@ -804,11 +858,3 @@ def test_stdin_not_utf8(tmp_path: Path) -> None:
     )
     assert proc.returncode == 65
     assert b"Traceback" not in proc.stderr and b"not UTF-8" in proc.stderr
-
-
-def test_endpoint_port_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    docs = base_docs()
-    find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]["port"] = 99999
-    code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
-    assert code == 65
-    assert_one_line_error(err, "Cluster prod/alpha", "spec.controlPlaneEndpoint.port", "99999")
