@@ -126,3 +126,12 @@ def invalid(
 def bad_usage(flag: str, value: Any, why: str, reason: str = "Error") -> UsageError:
     """Build the common usage error: ``<flag> <why> (got <value>)``."""
     return UsageError(f"{flag} {why} (got {show_value(value)})", reason=reason)
+
+
+def is_small_number(text: str) -> bool:
+    """ASCII digits only, at most 9 of them: what ``int(text)`` may be trusted with.
+
+    ``str.isdigit`` accepts "²" and other Unicode digits that ``int`` refuses, and a
+    5,000-digit number makes ``int`` raise; both were tracebacks instead of field errors.
+    """
+    return 0 < len(text) <= 9 and text.isascii() and text.isdigit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
-from bootstrap.errors import bad_usage
+from bootstrap.errors import bad_usage, is_small_number
 from bootstrap.manifest import load_manifest
 from bootstrap.render.result import RenderOptions
 
@@ -48,6 +48,6 @@ def policy_options(args: argparse.Namespace, gzip: bool = False) -> RenderOption
 def parse_duration(text: str) -> timedelta:
     units = {"s": 1, "m": 60, "h": 3600}
     number, unit = text[:-1], text[-1:]
-    if unit not in units or not number.isdigit() or int(number) == 0:
+    if unit not in units or not is_small_number(number) or int(number) == 0:
         raise bad_usage("--token-ttl", text, "expected a duration like 15m, 900s or 1h")
     return timedelta(seconds=int(number) * units[unit])

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from bootstrap import __version__
-from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid
+from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, is_small_number
 from bootstrap.render import kubeadm, pki, tokens
 from bootstrap.render.cloudconfig import disk_sections, ntp_section, user_entry, user_files
 from bootstrap.render.kubeadm_schema import check_document
@@ -65,7 +65,8 @@ def _retry_settings(ctx: Context) -> dict[str, int]:
             settings[key] = default
             continue
         text = raw.strip().removesuffix("s")
-        if not text.isdigit() or not low <= int(text) <= high:
+        # ASCII digits only ("²".isdigit() is True) and short, so int() cannot fail or crawl.
+        if not is_small_number(text) or not low <= int(text) <= high:
             raise invalid(
                 ctx.machine.ref,
                 f"metadata.annotations[{annotation}]",

@@ -68,7 +68,8 @@ def choose_runtime(machine: Machine) -> RuntimeChoice:
 
 def _plain_version(text: str) -> bool:
     core = text.lstrip("v")
-    return bool(core) and all(part.isdigit() for part in core.split(".")) and len(core) < 40
+    parts = core.split(".")
+    return bool(core) and core.isascii() and all(p.isdigit() for p in parts) and len(core) < 40
 
 
 def version_matches(wanted: str, have: str | None) -> bool:

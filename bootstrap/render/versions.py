@@ -20,8 +20,9 @@ FIRST_V1BETA3 = (1, 22)
 FIRST_V1BETA4 = (1, 31)
 
 _SEMVER = re.compile(
-    r"^v?(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)(?:\.(?P<patch>0|[1-9]\d*))?"
-    r"(?P<rest>(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?)$"
+    r"^v?(?P<major>0|[1-9]\d{0,8})\.(?P<minor>0|[1-9]\d{0,8})(?:\.(?P<patch>0|[1-9]\d{0,8}))?"
+    r"(?P<rest>(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?)$",
+    re.ASCII,  # \d is 0-9 only; at most 9 digits a part, so int() is cheap and cannot fail
 )
 
 

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bootstrap.errors import NodesmithError, UsageError, bad_usage
+from bootstrap.errors import NodesmithError, UsageError, bad_usage, is_small_number
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.log import UVICORN_LOG_CONFIG
 from bootstrap.serve.log import log_event as _log
@@ -58,7 +58,7 @@ class ServeConfig:
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``[V6]:PORT`` -> (host, port); port 0 picks a free one."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not is_small_number(port) or int(port) > 65535:
         raise bad_usage("--listen", value, "must be HOST:PORT", reason="InvalidListen")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]

@@ -392,6 +392,20 @@ def _base(tmp_path: Path) -> list[str]:
     return ["-f", str(BASE)]
 
 
+def _docs_with_annotation(tmp_path: Path, key: str, value: str) -> list[str]:
+    docs = base_docs()
+    find(docs, "Machine", "md-0")["metadata"]["annotations"] = {
+        f"bootstrap.nodesmith.dev/{key}": value
+    }
+    return ["-f", write(tmp_path, docs)]
+
+
+def _docs_with_long_patch(tmp_path: Path) -> list[str]:
+    docs = base_docs()
+    find(docs, "Machine", "md-0")["spec"]["version"] = "v1.31." + "7" * 5000
+    return ["-f", write(tmp_path, docs)]
+
+
 # case: (inputs, --machine and extra flags, exit code, what the one error line names)
 ERRORS: dict[str, tuple[Any, list[str], int, list[str]]] = {
     "join-without-ca": (
@@ -461,6 +475,24 @@ ERRORS: dict[str, tuple[Any, list[str], int, list[str]]] = {
         75,
         ["KubeadmConfig prod/md-0", "spec.files[2].contentFrom", "prod/app-secret"],
     ),
+    "retry-annotation-superscript": (
+        lambda tmp_path: _docs_with_annotation(tmp_path, "retry-backoff", "\u00b2"),
+        ["--machine", "prod/md-0"],
+        65,
+        ["Machine prod/md-0", "annotations[bootstrap.nodesmith.dev/retry-backoff]", "600"],
+    ),
+    "retry-annotation-huge": (
+        lambda tmp_path: _docs_with_annotation(tmp_path, "retry-deadline", "9" * 5000),
+        ["--machine", "prod/md-0"],
+        65,
+        ["Machine prod/md-0", "annotations[bootstrap.nodesmith.dev/retry-deadline]", "86400"],
+    ),
+    "version-5000-digit-patch": (
+        _docs_with_long_patch,
+        ["--machine", "prod/md-0"],
+        65,
+        ["Machine prod/md-0", "spec.version", "is not a Kubernetes version"],
+    ),
 }
 
 
@@ -485,6 +517,8 @@ def test_errors(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         ["-f", str(BASE), "--all"],
         ["-f", str(BASE), "--machine", "prod/md-0", "--out-dir", "/tmp/x"],
         ["-f", str(BASE), "--machine", "prod/md-0", "--token-ttl", "soon"],
+        ["-f", str(BASE), "--machine", "prod/md-0", "--token-ttl", "\u00b2m"],
+        ["-f", str(BASE), "--machine", "prod/md-0", "--token-ttl", "9" * 5000 + "h"],
         ["-f", str(BASE), "--machine", "prod/md-0", "--output", "xml"],
     ],
     ids=[
@@ -495,6 +529,8 @@ def test_errors(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         "all-no-dir",
         "dir-no-all",
         "bad-ttl",
+        "superscript-ttl",
+        "huge-ttl",
         "bad-output",
     ],
 )

@@ -142,7 +142,9 @@ def test_parse_listen(value: str, expected: tuple[str, int]) -> None:
     assert parse_listen(value) == expected
 
 
-@pytest.mark.parametrize("value", ["8080", ":8080", "host:", "host:http", "h:70000"])
+@pytest.mark.parametrize(
+    "value", ["8080", ":8080", "host:", "host:http", "h:70000", "h:\u00b2", "h:" + "9" * 5000]
+)
 def test_parse_listen_rejects(value: str) -> None:
     with pytest.raises(UsageError, match="--listen"):
         parse_listen(value)
