@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import posixpath
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -121,27 +122,39 @@ def _b64decode(raw: bytes, obj: ObjectRef, field: str) -> bytes:
         ) from None
 
 
+def normal_path(path: str) -> str:
+    """The file an absolute path names, lexically: ``//a/./b/../c`` -> ``/a/c``."""
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
 def user_files(
     spec: KubeadmConfigSpec, lookup: SecretLookup, obj: ObjectRef, reserved: set[str]
 ) -> list[dict[str, Any]]:
+    """The user's ``spec.files`` as write_files entries, refusing duplicates and reserved paths.
+
+    Paths are compared normalised (``/etc//x``, ``/etc/./x`` and ``/etc/y/../x`` are all
+    ``/etc/x`` on the node), so an alias cannot replace the CA key nodesmith writes.
+    """
     seen: dict[str, int] = {}
+    taken = {normal_path(path) for path in reserved}
     entries = []
     for index, f in enumerate(spec.files):
-        if f.path in seen:
+        key = normal_path(f.path)
+        if key in seen:
             raise TerminalError(
-                f"path {f.path!r} is already written by spec.files[{seen[f.path]}]",
+                f"path {f.path!r} is already written by spec.files[{seen[key]}]",
                 obj=obj,
                 field=f"spec.files[{index}].path",
                 reason="DuplicatePath",
             )
-        if f.path in reserved:
+        if key in taken:
             raise TerminalError(
                 f"path {f.path!r} is written by nodesmith itself",
                 obj=obj,
                 field=f"spec.files[{index}].path",
                 reason="ReservedPath",
             )
-        seen[f.path] = index
+        seen[key] = index
         entries.append(write_file_entry(f, index, lookup, obj))
     return entries
 

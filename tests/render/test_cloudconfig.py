@@ -61,12 +61,25 @@ def test_user_with_passwd_and_passwd_from_is_terminal() -> None:
     assert "spec.users[2]" in str(caught.value) and caught.value.reason == "InvalidField"
 
 
+PKI_CA_KEY = "/etc/kubernetes/pki/ca.key"
+
+
 @pytest.mark.parametrize(
     ("files", "reserved", "reason", "field"),
     [
         ([{"path": "/a", "content": "1"}, {"path": "/a", "content": "2"}], set(),
          "DuplicatePath", "spec.files[1].path"),
         ([{"path": "/run/kubeadm/kubeadm.yaml", "content": "x"}], {"/run/kubeadm/kubeadm.yaml"},
+         "ReservedPath", "spec.files[0].path"),
+
+        # Aliases of one file on the node: compared normalised.
+        ([{"path": "/a/b", "content": "1"}, {"path": "//a/./b", "content": "2"}], set(),
+         "DuplicatePath", "spec.files[1].path"),
+        ([{"path": "/etc/kubernetes/pki//ca.key", "content": "x"}], {PKI_CA_KEY},
+         "ReservedPath", "spec.files[0].path"),
+        ([{"path": "/etc/kubernetes/./pki/ca.key", "content": "x"}], {PKI_CA_KEY},
+         "ReservedPath", "spec.files[0].path"),
+        ([{"path": "/etc/kubernetes/pki/../pki/ca.key", "content": "x"}], {PKI_CA_KEY},
          "ReservedPath", "spec.files[0].path"),
     ],
 )  # fmt: skip
@@ -76,6 +89,14 @@ def test_user_files_refuse_clashing_paths(
     with pytest.raises(TerminalError) as caught:
         cloudconfig.user_files(_spec(files=files), _no_secrets, CONFIG, reserved)
     assert caught.value.reason == reason and field in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "normal"),
+    [("/a", "/a"), ("//a//b/", "/a/b"), ("/a/./b", "/a/b"), ("/a/x/../b", "/a/b"), ("/../a", "/a")],
+)
+def test_normal_path(path: str, normal: str) -> None:
+    assert cloudconfig.normal_path(path) == normal
 
 
 def test_user_files_keep_order_and_modes() -> None:
