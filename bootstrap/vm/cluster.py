@@ -307,12 +307,14 @@ def up(
     memory: int = qemu.DEFAULT_MEMORY_MB,
     timeout: float = 1800,
     progress: Progress = qemu._stderr,
-    workers_wait: bool = False,
+    workers_wait: bool = True,
 ) -> ClusterRun:
     """Boot the bundle's cluster and return once every Node is Ready (or raise).
 
-    ``workers_wait`` boots the workers only once the control plane has initialized, so a
-    worker's timeline is its own join, not the wait for the API server.
+    ``workers_wait`` (the default) boots the workers only once the control plane has
+    initialized. Under TCG a worker booting beside it halves the control plane's CPU, and
+    kubeadm v1.20 gives the control plane a fixed 4 minutes to come up (seen: init retried
+    at 515 s, then ran out of its deadline); a worker's timeline is then its own join, too.
     """
     # CABPK refreshes a join's token until the Machine has a Node; this harness does not, so
     # it asks for tokens that outlive a slow control-plane init under TCG.
