@@ -186,7 +186,7 @@ async def read_limited(receive: Receive, declared: bytes | None, limit: int) -> 
     """
     too_large = f"request body is over the {limit}-byte limit"
     if declared is not None:
-        if not (declared.isascii() and declared.isdigit()):
+        if not declared.isdigit():  # bytes: ASCII digits only
             raise HTTPError(400, "InvalidContentLength", "Content-Length is not a number")
         if len(declared) > 18 or int(declared) > limit:  # 18 digits: int() stays cheap
             # uvicorn discards (never buffers) the rest of a body once the answer is sent, so a
