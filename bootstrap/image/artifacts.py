@@ -38,17 +38,23 @@ end
 
 
 def qcow2(raw: Path, out: Path, progress: Progress) -> None:
-    """Compressed qcow2 (zlib: readable by every qemu/libvirt in use)."""
+    """Compressed qcow2.
+
+    zstd rather than qcow2's default zlib: several times faster to write (this step took
+    more time than building the root file system) and to read; every qemu since 5.1 (2020)
+    reads it. ``-W`` lets qemu-img compress clusters in parallel.
+    """
     progress.run(
         [
             "qemu-img",
             "convert",
             "-c",
+            "-W",
             "-p",
             "-O",
             "qcow2",
             "-o",
-            "cluster_size=65536",
+            "cluster_size=65536,compression_type=zstd",
             str(raw),
             str(out),
         ],

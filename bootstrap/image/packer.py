@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 import threading
 from dataclasses import replace
@@ -21,7 +20,7 @@ from packerpy import PackerExecutable
 
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.hostutil import free_port
-from bootstrap.image import diskfs, sources
+from bootstrap.image import artifacts, diskfs, sources
 from bootstrap.image.build import build as chroot_build
 from bootstrap.image.build import check_inputs, inputs_hash, make_manifest
 from bootstrap.image.definition import Definition, KubernetesSource, Options
@@ -218,8 +217,9 @@ def packer_artifacts(
         inspected = inspect(diskfs.extract(raw, work / "inspect", progress), archives)
     found: dict[str, Path] = {}
     if "qcow2" in opts.formats:
-        found["qcow2"] = staged.staging / "image.qcow2"
-        shutil.move(str(built), found["qcow2"])
+        with progress.stage("qcow2"):
+            found["qcow2"] = staged.staging / "image.qcow2"
+            artifacts.qcow2(raw, found["qcow2"], progress)
     if "raw" in opts.formats:
         found["raw"] = raw
     return found, inspected

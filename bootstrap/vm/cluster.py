@@ -45,8 +45,9 @@ INFRA_KIND = "QemuMachine"
 STATUS_FILE = "/run/cluster-api/bootstrap-status.json"
 ADMIN = "/etc/kubernetes/admin.conf"
 UNINITIALIZED = "node.cluster.x-k8s.io/uninitialized"
-MGMT_MAC = "52:54:00:12:34:56"
-TOKEN_TTL = timedelta(hours=1)  # qemu's default for the first NIC (user networking)
+MGMT_MAC = "52:54:00:12:34:56"  # qemu's default for the first NIC (user networking)
+TOKEN_TTL = timedelta(hours=1)
+BOOTSTRAP_LOG = "/var/log/cloud-init-output.log"  # the node script's output, secrets redacted
 
 
 @dataclass
@@ -158,6 +159,8 @@ def _infra_address(objects: list[dict[str, Any]], machine: dict[str, Any]) -> st
         ):
             address = str((obj.get("spec") or {}).get("address") or "")
             try:
+                if "/" not in address:  # a bare address would be a /32: no segment at all
+                    raise ValueError(address)
                 _network(address)
             except ValueError:
                 raise invalid(
@@ -249,8 +252,12 @@ def bootstrap_status(node: Node) -> dict[str, Any] | None:
 
 
 def wait_bootstrapped(node: Node, deadline: float, progress: Progress) -> dict[str, Any]:
-    """Poll the node's bootstrap status until it is Succeeded; a Failed one stops the run."""
-    last = ""
+    """Poll the node's bootstrap status until it is Succeeded; a Failed one stops the run.
+
+    Every change of phase or attempt is shown; when the deadline passes, the tail of the
+    node script's output is shown too, so a slow kubeadm can be told from a stuck one.
+    """
+    last: tuple[str, int] = ("", 0)
     while time.monotonic() < deadline:
         status = bootstrap_status(node)
         phase = (status or {}).get("phase", "Pending")
@@ -263,12 +270,17 @@ def wait_bootstrapped(node: Node, deadline: float, progress: Progress) -> dict[s
                 obj=node.machine,
                 reason="BootstrapFailed",
             )
-        if phase != last:
+        attempts = int((status or {}).get("attempts") or 0)
+        if (phase, attempts) != last:
+            elapsed = time.time() - node.vm.started_at
             progress(
-                f"cluster: {node.name}: bootstrap {phase} ({(status or {}).get('reason', '')})"
+                f"cluster: {node.name}: bootstrap {phase} ({(status or {}).get('reason', '')}, "
+                f"attempt {attempts}, {elapsed:.0f}s after qemu start)"
             )
-            last = phase
+            last = (phase, attempts)
         time.sleep(5)
+    _, tail, _ = ssh(node.vm, f"sudo tail -n 40 {BOOTSTRAP_LOG}", timeout=30)
+    progress(f"cluster: {node.name}: last lines of {BOOTSTRAP_LOG}:\n{tail}")
     raise TransientError(
         "bootstrap did not finish in time", obj=node.machine, reason="BootstrapTimeout"
     )

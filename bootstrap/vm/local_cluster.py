@@ -52,6 +52,8 @@ DEFAULT_DIR = ".nodesmith/local-cluster"
 DEFAULT_CLUSTER = "nodesmith-local"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_VERSION = "v1.31.4"
+CONTROL_PLANE_TIMEOUT = "20m0s"
+ROLE_LABEL = "nodesmith.dev/role"
 DEFAULT_NETWORK = "192.168.57.0/24"
 DEFAULT_BOX = "nodesmith/debian-12"
 DEFAULT_MEMORY_MB = 2048
@@ -188,8 +190,12 @@ def objects(spec: Spec, nodes: list[Node], token: str) -> list[dict[str, Any]]:
     pods = ipaddress.IPv4Network(POD_SUBNET)
     offline = _air_gapped(spec)
     for index, node in enumerate(nodes):
-        # kubelet must advertise the cluster-network address, not the Vagrant management NIC.
-        registration: dict[str, Any] = {"kubeletExtraArgs": {"node-ip": node.ip}}
+        # kubelet must advertise the cluster-network address, not the Vagrant management NIC;
+        # the role label lets workloads (and the tests) tell the nodes apart.
+        role = "control-plane" if node.role == INIT else "worker"
+        registration: dict[str, Any] = {
+            "kubeletExtraArgs": {"node-ip": node.ip, "node-labels": f"{ROLE_LABEL}={role}"}
+        }
         subnet = str(list(pods.subnets(new_prefix=24))[index])
         files = [{"path": "/etc/cni/net.d/10-bridge.conflist", "owner": "root:root",
                   "permissions": "0644", "content": cni_config(subnet)}]  # fmt: skip
@@ -202,7 +208,10 @@ def objects(spec: Spec, nodes: list[Node], token: str) -> list[dict[str, Any]]:
             # One control plane needs no leader election; under TCG the lease renewals miss
             # their deadline and the controller-manager restarts (CSRs wait meanwhile).
             no_election = {"extraArgs": {"leader-elect": "false"}}
+            # kubeadm's default wait for the control plane (4 minutes) is too short for etcd
+            # and the API server under TCG; the renderer maps this to v1beta4's timeouts.
             cluster_config: dict[str, Any] = {
+                "apiServer": {"timeoutForControlPlane": CONTROL_PLANE_TIMEOUT},
                 "controllerManager": no_election,
                 "scheduler": no_election,
             }
@@ -301,25 +310,14 @@ def check_traversable(target: Path) -> str | None:
     return None
 
 
-def init(target: Path, spec: Spec, force: bool = False) -> dict[str, Any]:
-    """Write a complete local-cluster directory at ``target`` and return its ``vagrant.json``."""
-    target = target.absolute()
-    if target.exists() and not force:
-        raise TerminalError(
-            "already exists; pass --force to replace it (destroy the VMs first: "
-            "a new CA cannot join nodes of the old one)",
-            obj=str(target),
-            field="--dir",
-            reason="OutputExists",
-        )
-    chosen = accel_mod.choose(spec.accel)
-    nodes = plan(spec)
-    token = tokens.generate_token()
-    documents = objects(spec, nodes, token)
-    client = sshkeys.generate(f"{SSH_USER}@{spec.cluster}")
+def render_nodes(
+    spec: Spec, nodes: list[Node], documents: list[dict[str, Any]]
+) -> tuple[dict[str, bytes], list[dict[str, Any]]]:
+    """Each node's userdata by name, and the CA Secrets the control plane's render generated.
 
-    # The control plane's render generates the cluster CAs; render_all puts them into the
-    # bundle, which is what lets every worker render pin caCertHashes to that same CA.
+    render_all puts the generated CAs into the bundle before the joins render, which is what
+    lets every worker pin caCertHashes to that same CA; a role other than the plan's is a bug.
+    """
     names = [f"{spec.namespace}/{node.name}" for node in nodes]
     batch = render_all(Bundle(documents), names, RenderOptions(image_manifest=spec.image))
     if batch.worst is not None:
@@ -340,66 +338,101 @@ def init(target: Path, spec: Spec, force: bool = False) -> dict[str, Any]:
                 obj=node.name,
                 reason="RenderMismatch",
             )
-    rendered = {name: result.userdata for name, result in by_name.items()}
-    bundle = documents + generated
+    return {name: result.userdata for name, result in by_name.items()}, generated
+
+
+def write_machine(
+    mdir: Path, spec: Spec, node: Node, userdata: bytes, client: sshkeys.KeyPair
+) -> tuple[str, dict[str, Any]]:
+    """One machine's seed (user-data with access, meta-data, network-config, seed.iso);
+    returns its known_hosts line and its entry in ``vagrant.json``."""
+    host = sshkeys.generate(f"{node.name}@{spec.cluster}")
+    # All host key types come pre-made, as with `vm up`: the image's first-boot ssh-keygen
+    # of RSA/ECDSA keys costs ~30 s under TCG.
+    extra = {
+        k: sshkeys.generate(f"{node.name}@{spec.cluster}", k)
+        for k in sshkeys.HOST_KEY_TYPES
+        if k != "ed25519"
+    }
+    userdata = add_access(userdata, SSH_USER, client.public_openssh, host, extra)
+    mdir.mkdir(parents=True, mode=0o755)
+    meta = meta_data(node.name, f"{spec.cluster}-{node.name}-{uuid.uuid4().hex[:12]}")
+    net = network_config(node)
+    _write(mdir / "user-data", userdata, 0o600)
+    _write(mdir / "meta-data", meta, 0o644)
+    _write(mdir / "network-config", net, 0o644)
+    build_seed_iso(mdir / "seed.iso", userdata, meta, net)
+    known = f"{node.ip},{node.name} {host.public_openssh.rsplit(' ', 1)[0]}"
+    entry = {
+        "name": node.name,
+        "role": node.role,
+        "ip": node.ip,
+        "cluster_mac": node.cluster_mac,
+        "mgmt_mac": node.mgmt_mac,
+        "host_key_fingerprint": host.sha256_fingerprint,
+    }
+    return known, entry
+
+
+def state_doc(
+    spec: Spec, nodes: list[Node], chosen: accel_mod.Accel, machines: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``vagrant.json``: everything the Vagrantfile reads, nothing it has to decide."""
+    return {
+        "cluster": spec.cluster,
+        "namespace": spec.namespace,
+        "workers": spec.workers,
+        "kubernetes_version": spec.kubernetes_version,
+        "network": spec.network,
+        "network_name": f"{spec.cluster}-cluster",
+        "api_endpoint": f"{nodes[0].ip}:{API_PORT}",
+        "accel": chosen.name,
+        "accel_reason": chosen.reason,
+        "box": spec.box,
+        "memory": spec.memory,
+        "cpus": spec.cpus,
+        "ssh_user": SSH_USER,
+        "ssh_private_key": "id_ed25519",
+        "known_hosts": "known_hosts",
+        "machines": machines,
+    }
+
+
+def init(target: Path, spec: Spec, force: bool = False) -> dict[str, Any]:
+    """Write a complete local-cluster directory at ``target`` and return its ``vagrant.json``.
+
+    Everything is written into a staging directory beside ``target`` and renamed into place
+    at the end, so a failure leaves no partial cluster directory.
+    """
+    target = target.absolute()
+    if target.exists() and not force:
+        raise TerminalError(
+            "already exists; pass --force to replace it (destroy the VMs first: "
+            "a new CA cannot join nodes of the old one)",
+            obj=str(target),
+            field="--dir",
+            reason="OutputExists",
+        )
+    chosen = accel_mod.choose(spec.accel)
+    nodes = plan(spec)
+    documents = objects(spec, nodes, tokens.generate_token())
+    client = sshkeys.generate(f"{SSH_USER}@{spec.cluster}")
+    rendered, generated = render_nodes(spec, nodes, documents)
 
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         staging.chmod(0o755)  # mkdtemp makes 0700; libvirt-qemu must reach the seeds
-        _write(staging / "bundle.yaml", dump_stream(bundle), 0o600)
+        _write(staging / "bundle.yaml", dump_stream(documents + generated), 0o600)
         client.write_private(staging / "id_ed25519")
         _write(staging / "id_ed25519.pub", (client.public_openssh + "\n").encode(), 0o644)
-        known: list[str] = []
-        machines = []
-        for node in nodes:
-            host = sshkeys.generate(f"{node.name}@{spec.cluster}")
-            # All host key types come pre-made, as with `vm up`: the image's first-boot
-            # ssh-keygen of RSA/ECDSA keys costs ~30 s under TCG.
-            extra = {
-                k: sshkeys.generate(f"{node.name}@{spec.cluster}", k)
-                for k in sshkeys.HOST_KEY_TYPES
-                if k != "ed25519"
-            }
-            userdata = add_access(rendered[node.name], SSH_USER, client.public_openssh, host, extra)
-            mdir = staging / "machines" / node.name
-            mdir.mkdir(parents=True, mode=0o755)
-            meta = meta_data(node.name, f"{spec.cluster}-{node.name}-{uuid.uuid4().hex[:12]}")
-            net = network_config(node)
-            _write(mdir / "user-data", userdata, 0o600)
-            _write(mdir / "meta-data", meta, 0o644)
-            _write(mdir / "network-config", net, 0o644)
-            build_seed_iso(mdir / "seed.iso", userdata, meta, net)
-            known.append(f"{node.ip},{node.name} {host.public_openssh.rsplit(' ', 1)[0]}")
-            machines.append(
-                {
-                    "name": node.name,
-                    "role": node.role,
-                    "ip": node.ip,
-                    "cluster_mac": node.cluster_mac,
-                    "mgmt_mac": node.mgmt_mac,
-                    "host_key_fingerprint": host.sha256_fingerprint,
-                }
-            )
-        _write(staging / "known_hosts", ("\n".join(known) + "\n").encode(), 0o644)
-        state = {
-            "cluster": spec.cluster,
-            "namespace": spec.namespace,
-            "workers": spec.workers,
-            "kubernetes_version": spec.kubernetes_version,
-            "network": spec.network,
-            "network_name": f"{spec.cluster}-cluster",
-            "api_endpoint": f"{nodes[0].ip}:{API_PORT}",
-            "accel": chosen.name,
-            "accel_reason": chosen.reason,
-            "box": spec.box,
-            "memory": spec.memory,
-            "cpus": spec.cpus,
-            "ssh_user": SSH_USER,
-            "ssh_private_key": "id_ed25519",
-            "known_hosts": "known_hosts",
-            "machines": machines,
-        }
+        written = [
+            write_machine(staging / "machines" / node.name, spec, node, rendered[node.name], client)
+            for node in nodes
+        ]
+        known = "".join(line + "\n" for line, _ in written)
+        _write(staging / "known_hosts", known.encode(), 0o644)
+        state = state_doc(spec, nodes, chosen, [entry for _, entry in written])
         _write(staging / STATE_FILE, (json.dumps(state, indent=2) + "\n").encode(), 0o644)
         replace_dir(staging, target)
     except BaseException:

@@ -58,6 +58,7 @@ def test_qcow2_is_compressed_and_small(built_image: Path) -> None:
         ).stdout
     )
     assert info["format"] == "qcow2"
+    assert info["format-specific"]["data"]["compression-type"] == "zstd"
     assert info["virtual-size"] == 4096 * 1024 * 1024
     assert (built_image / "image.qcow2").stat().st_size < 450 * 1024 * 1024
 
