@@ -72,9 +72,11 @@ source "qemu" "node" {
   output_directory     = var.output_directory
   vm_name              = var.vm_name
   format               = "qcow2"
-  # nodesmith compresses the published qcow2 itself (zstd, parallel): Packer's would be zlib
-  # on one core, over a minute, for a file that is converted to raw for inspection anyway.
+  # nodesmith compresses the published qcow2 itself (zstd, parallel) from the raw it converts
+  # for inspection anyway: Packer's compaction and zlib compression would be another two
+  # passes over the disk, the second on one core for over a minute.
   disk_compression     = false
+  skip_compaction      = true
   disk_size            = var.disk_size
   accelerator          = var.accelerator
   cpus                 = 2

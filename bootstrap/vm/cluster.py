@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import paramiko
 import yaml
 
 from bootstrap.errors import TerminalError, TransientError, invalid
@@ -279,8 +280,11 @@ def wait_bootstrapped(node: Node, deadline: float, progress: Progress) -> dict[s
             )
             last = (phase, attempts)
         time.sleep(5)
-    _, tail, _ = ssh(node.vm, f"sudo tail -n 40 {BOOTSTRAP_LOG}", timeout=30)
-    progress(f"cluster: {node.name}: last lines of {BOOTSTRAP_LOG}:\n{tail}")
+    try:  # best effort: a node too stuck to answer must not hide the timeout itself
+        _, tail, _ = ssh(node.vm, f"sudo tail -n 40 {BOOTSTRAP_LOG}", timeout=30)
+        progress(f"cluster: {node.name}: last lines of {BOOTSTRAP_LOG}:\n{tail}")
+    except (OSError, paramiko.SSHException) as exc:
+        progress(f"cluster: {node.name}: could not read {BOOTSTRAP_LOG}: {exc}")
     raise TransientError(
         "bootstrap did not finish in time", obj=node.machine, reason="BootstrapTimeout"
     )
