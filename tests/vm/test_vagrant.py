@@ -309,11 +309,8 @@ def test_nodes_turn_ready_through_the_api_server(cluster: Cluster) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     ready: dict[str, str] = {}
     while time.monotonic() < deadline:
-        out = cluster.try_ssh(
-            "control-plane-0",
-            "sudo kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o json "
-            "2>/dev/null || echo '{\"items\": []}'",
-        )
+        # kubectl can print part of its JSON and then fail: only a whole answer counts.
+        out = cluster.try_ssh("control-plane-0", KUBECTL + "get nodes -o json")
         nodes = json.loads(out)["items"] if out else []
         ready = {
             n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"]
