@@ -6,19 +6,32 @@ config. It runs the pre-commands, kubeadm, then the post-commands. kubeadm exit 
 (API server unreachable, token not valid yet): retried with exponential backoff until the
 deadline. Exit 2 (preflight), 3 (validation) and a missing kubeadm are terminal, and so is a
 config kubeadm cannot decode or rejects, whatever its exit code (kubeadm exits 1 for "no kind
-is registered for version"): retrying cannot fix the config. Progress goes to
-/run/cluster-api/bootstrap-status.json; the sentinel is written only on success. A node that
-has already joined (/etc/kubernetes/kubelet.conf exists) is left alone. Uses python3 only,
-which cloud-init guarantees.
+is registered for version"): retrying cannot fix the config.
+
+The deadline bounds the whole kubeadm phase. Waits shrink so that the last try still has the
+time of the longest one before it; a kubeadm (or its reset) still running at the deadline is
+killed with its whole process group: DeadlineExceeded, terminal, since a hang is not what a
+retry on this node fixes. Still failing transiently at the deadline is DeadlineExceeded too,
+not terminal.
+
+Progress goes to /run/cluster-api/bootstrap-status.json; the sentinel is written only on
+success. Recording is best effort: a status that cannot be written is said once in the log and
+does not stop the join. Output that is not UTF-8 is decoded with replacement. Whatever goes
+wrong inside the script itself still ends in a Failed status, never in Running for good.
+A node that has already joined (/etc/kubernetes/kubelet.conf exists) is not joined again: its
+status from this boot is kept, or, after a reboot emptied /run, AlreadyJoined is recorded with
+the sentinel. Uses python3 only, which cloud-init guarantees.
 """
 
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import traceback
 from datetime import datetime, timezone
 
 RUN = "/run/cluster-api"
@@ -26,6 +39,7 @@ STATUS = RUN + "/bootstrap-status.json"
 SENTINEL = RUN + "/bootstrap-success.complete"
 JOINED = "/etc/kubernetes/kubelet.conf"
 PKI = "/etc/kubernetes/pki"
+PKI_COPY = "/run/kubeadm/pki.orig"
 TERMINAL_CODES = {2: "PreflightFailed", 3: "ValidationFailed"}
 # What kubeadm prints when the config itself is wrong; the reason names the kind of failure.
 CONFIG_ERRORS = (
@@ -45,15 +59,24 @@ CONFIG_ERRORS = (
     ("ValidationFailed", re.compile(r"\b(Invalid|Unsupported|Required|Forbidden) value:")),
 )
 TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
+KILL_GRACE = 10  # seconds to collect a killed command's last output
+SLACK = 1  # seconds of room a try is given beyond the longest one so far
 
 
 def now():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def log(text):
+    """To cloud-init's log as UTF-8, whatever the locale says stdout is."""
+    sys.stdout.buffer.write(text.encode("utf-8", "replace"))
+    sys.stdout.buffer.flush()
+
+
 class Status:
     def __init__(self, cfg):
         self.secrets = [s for s in cfg.get("redact", []) if s]
+        self.unrecorded = None  # why the status file cannot be written, once known
         self.doc = {
             "phase": "Running",
             "reason": "Started",
@@ -77,14 +100,22 @@ class Status:
         if "message" in changes:
             changes["message"] = self.redact(changes["message"])
         self.doc.update(changes, updatedAt=now())
-        tmp = STATUS + ".tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
-            json.dump(self.doc, f, indent=2)
-        os.replace(tmp, STATUS)
-        print(
-            "nodesmith-bootstrap: %s %s %s"
-            % (self.doc["phase"], self.doc["reason"], self.doc["message"][-300:]),
-            flush=True,
+        try:
+            os.makedirs(RUN, exist_ok=True)
+            tmp = STATUS + ".tmp"
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
+                json.dump(self.doc, f, indent=2)
+            os.replace(tmp, STATUS)
+        except OSError as exc:
+            if self.unrecorded is None:
+                self.unrecorded = str(exc)
+                log(
+                    "nodesmith-bootstrap: cannot record status in %s (%s); going on\n"
+                    % (STATUS, exc)
+                )
+        log(
+            "nodesmith-bootstrap: %s %s %s\n"
+            % (self.doc["phase"], self.doc["reason"], self.doc["message"][-300:])
         )
 
     def fail(self, reason, message, terminal=True):
@@ -94,14 +125,32 @@ class Status:
         return 1
 
 
-def run(status, argv, shell=False):
-    """Run a command; its output goes to our stdout (cloud-init's log) with secrets redacted."""
-    proc = subprocess.run(
-        argv, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True
+def run(status, argv, shell=False, timeout=None):
+    """Run a command; its output goes to our stdout (cloud-init's log) with secrets redacted.
+
+    Returns (exit code, output); the code is None when the command was still running after
+    timeout seconds and was killed, with every process it started (its own session).
+    """
+    proc = subprocess.Popen(
+        argv,
+        shell=shell,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=timeout is not None,
     )
-    out = status.redact(proc.stdout, limit=None)
-    sys.stdout.write(out)
-    return proc.returncode, out.strip()
+    try:
+        raw, _ = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            raw, _ = proc.communicate(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired as exc:  # something left the group and holds the pipe
+            raw = exc.output or b""
+        code = None
+    out = status.redact(raw.decode("utf-8", "replace"), limit=None)
+    log(out)
+    return code, out.strip()
 
 
 def commands(status, cmds, reason):
@@ -120,65 +169,117 @@ def terminal_reason(code, out):
     return TERMINAL_CODES.get(code)
 
 
+def killed(status, cfg, what, out):
+    return status.fail(
+        "DeadlineExceeded",
+        "%s was still running at the %ds deadline and was killed: %s"
+        % (what, cfg.get("deadline", 900), out),
+    )
+
+
 def kubeadm(status, cfg):
     argv = cfg["command"]
+    verb = cfg["verb"]
     if shutil.which(argv[0]) is None:
         return status.fail(
             "KubeadmNotFound",
             "%s is not installed on this node: it is configured and ready to join, but cannot "
-            "run kubeadm %s" % (argv[0], cfg["verb"]),
+            "run kubeadm %s" % (argv[0], verb),
         )
     backoff, deadline = cfg.get("backoff", 5), time.monotonic() + cfg.get("deadline", 900)
     if cfg["role"] != "worker-join" and os.path.isdir(PKI):
-        shutil.copytree(PKI, "/run/kubeadm/pki.orig", dirs_exist_ok=True)
+        shutil.copytree(PKI, PKI_COPY, dirs_exist_ok=True)
+    longest, reset_took = 0.0, None
     while True:
         attempt = status.doc["attempts"] + 1
-        reason = "Running" + cfg["verb"].capitalize()
-        status.write(phase="Running", attempts=attempt, message="", reason=reason)
+        status.write(
+            phase="Running", attempts=attempt, message="", reason="Running" + verb.capitalize()
+        )
         started, started_at = time.monotonic(), now()
-        code, out = run(status, argv)
-        record = {
-            "attempt": attempt,
-            "exitCode": code,
-            "startedAt": started_at,
-            "seconds": round(time.monotonic() - started, 1),
-        }
-        status.doc["history"].append(record)
+        code, out = run(status, argv, timeout=max(deadline - started, 0))
+        took = time.monotonic() - started
+        longest = max(longest, took)
+        status.doc["history"].append(
+            {
+                "attempt": attempt,
+                "exitCode": code,
+                "startedAt": started_at,
+                "seconds": round(took, 1),
+            }
+        )
+        if code is None:
+            return killed(status, cfg, "kubeadm " + verb, out)
         if code == 0:
             return 0
         terminal = terminal_reason(code, out)
         if terminal:
-            return status.fail(terminal, "kubeadm %s exited %d: %s" % (cfg["verb"], code, out))
-        if time.monotonic() + backoff > deadline:
+            return status.fail(terminal, "kubeadm %s exited %d: %s" % (verb, code, out))
+        # The next try waits its backoff, but only so long that a reset and a try as long as
+        # the longest so far still end before the deadline; no such room left: give up.
+        needed = longest + (took if reset_took is None else reset_took) + SLACK
+        wait = min(backoff, deadline - time.monotonic() - needed)
+        if wait < 0:
             return status.fail(
                 "DeadlineExceeded",
-                "kubeadm %s still failing after %d attempts: %s" % (cfg["verb"], attempt, out),
+                "kubeadm %s still failing after %d attempts: %s" % (verb, attempt, out),
                 terminal=False,
             )
-        record["backoff"] = backoff
+        status.doc["history"][-1]["backoff"] = round(wait, 1)
         status.write(
             phase="Retrying",
             reason="Transient",
             message=out,
-            nextRetryAt=datetime.fromtimestamp(time.time() + backoff, timezone.utc).strftime(
+            nextRetryAt=datetime.fromtimestamp(time.time() + wait, timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%SZ"
             ),
         )
-        time.sleep(backoff)
+        time.sleep(wait)
         backoff = min(backoff * 2, cfg.get("maxBackoff", 60))
-        run(status, [argv[0], "reset", "--force"])  # a half-done attempt blocks the next preflight
-        if os.path.isdir("/run/kubeadm/pki.orig"):
-            shutil.copytree("/run/kubeadm/pki.orig", PKI, dirs_exist_ok=True)
+        # A half-done attempt blocks the next preflight.
+        reset_started = time.monotonic()
+        code, out = run(
+            status, [argv[0], "reset", "--force"], timeout=max(deadline - reset_started, 0)
+        )
+        reset_took = time.monotonic() - reset_started
+        if code is None:
+            return killed(status, cfg, "kubeadm reset", out)
+        if os.path.isdir(PKI_COPY):
+            shutil.copytree(PKI_COPY, PKI, dirs_exist_ok=True)
 
 
-def main():
-    with open(sys.argv[1]) as f:
-        cfg = json.load(f)
-    if os.path.exists(JOINED):
-        print("nodesmith-bootstrap: %s exists, this node has joined; nothing to do" % JOINED)
+def already_joined(status):
+    """kubelet.conf exists: this node joined on an earlier run. Keep what this boot recorded;
+    after a reboot (/run is empty) record that it had joined, with the sentinel."""
+    log(
+        "nodesmith-bootstrap: %s exists, this node has joined; not running kubeadm again\n" % JOINED
+    )
+    if os.path.exists(STATUS):
         return 0
-    os.makedirs(RUN, exist_ok=True)
-    status = Status(cfg)
+    status.write(
+        phase="Succeeded",
+        reason="AlreadyJoined",
+        message="%s exists: joined on an earlier run; kubeadm not run again" % JOINED,
+        finishedAt=now(),
+    )
+    return succeeded(status)
+
+
+def succeeded(status):
+    try:
+        with open(SENTINEL, "w") as f:
+            f.write("success\n")
+    except OSError as exc:
+        log(
+            "nodesmith-bootstrap: the node is bootstrapped but %s cannot be written (%s)\n"
+            % (SENTINEL, exc)
+        )
+        return 1
+    return 0
+
+
+def bootstrap(status, cfg):
+    if os.path.exists(JOINED):
+        return already_joined(status)
     status.write()
     code = (
         commands(status, cfg.get("pre", []), "PreKubeadmCommandFailed")
@@ -193,9 +294,17 @@ def main():
         message="kubeadm %s succeeded" % cfg["verb"],
         finishedAt=now(),
     )
-    with open(SENTINEL, "w") as f:
-        f.write("success\n")
-    return 0
+    return succeeded(status)
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    status = Status(cfg)
+    try:
+        return bootstrap(status, cfg)
+    except Exception:  # a defect here must not leave the status at Running for good
+        return status.fail("BootstrapScriptFailed", traceback.format_exc())
 
 
 if __name__ == "__main__":

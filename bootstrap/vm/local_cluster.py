@@ -53,6 +53,9 @@ DEFAULT_CLUSTER = "nodesmith-local"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_VERSION = "v1.31.4"
 CONTROL_PLANE_TIMEOUT = "20m0s"
+# The node script kills kubeadm at its deadline (900 s by default); under TCG an init waits up
+# to CONTROL_PLANE_TIMEOUT for the static Pods, so each node's deadline must outlast that.
+BOOTSTRAP_DEADLINE = {"bootstrap.nodesmith.dev/retry-deadline": "1800"}
 ROLE_LABEL = "nodesmith.dev/role"
 DEFAULT_NETWORK = "192.168.57.0/24"
 DEFAULT_BOX = "nodesmith/debian-12"
@@ -252,7 +255,12 @@ def objects(spec: Spec, nodes: list[Node], token: str) -> list[dict[str, Any]]:
             {
                 "apiVersion": CAPI,
                 "kind": "Machine",
-                "metadata": {"name": node.name, **meta, "labels": machine_labels},
+                "metadata": {
+                    "name": node.name,
+                    **meta,
+                    "labels": machine_labels,
+                    "annotations": dict(BOOTSTRAP_DEADLINE),
+                },
                 "spec": {
                     "clusterName": spec.cluster,
                     "version": spec.kubernetes_version,

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,15 @@ STANDIN = textwrap.dedent("""\
         print(" ".join(mode[2:])); sys.exit(int(mode[1]))
     if mode[0] == "ok":
         sys.exit(0)
+    if mode[0] == "hang":  # a kubeadm that never returns, with a child of its own
+        import subprocess, time
+        child = subprocess.Popen(["sleep", "600"])
+        open("/run/standin/child.pid", "w").write(str(child.pid))
+        print("[wait-control-plane] waiting for the kubelet", flush=True)
+        time.sleep(600)
+    if mode[0] == "garbage":  # bytes that are not UTF-8, then exit CODE
+        sys.stdout.buffer.write(b"\\xff\\xfe caf\\xe9 \\xc3( [preflight] failed\\n")
+        sys.exit(int(mode[1]))
     if mode[0] == "transient":
         count = len([l for l in open("/run/standin/calls.jsonl") if '"reset"' not in l])
         if count <= int(mode[1]):
@@ -70,6 +80,12 @@ RUNNER = textwrap.dedent("""\
     print(c["command"][3])' $T/config.json)"
     cp $T/mode /run/standin/mode
     if [ -f $T/joined ]; then mkdir -p /etc/kubernetes; touch /etc/kubernetes/kubelet.conf; fi
+    if [ -f $T/status-before ]; then
+        mkdir -p /run/cluster-api; cp $T/status-before /run/cluster-api/bootstrap-status.json
+    fi
+    if [ -f $T/read-only-status ]; then
+        mkdir -p /run/cluster-api; mount -t tmpfs -o ro tmpfs /run/cluster-api
+    fi
     set +e
     PATH=$T/bin:/usr/sbin:/usr/bin:/sbin:/bin /usr/bin/python3 $T/script $T/config.json \\
         > $T/out.txt 2>&1
@@ -102,6 +118,8 @@ def _run(
     *,
     standin: bool = True,
     joined: bool = False,
+    read_only_status: bool = False,
+    status_before: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,
     files: dict[str, Any] | None = None,
     **retry: str,
@@ -123,11 +141,17 @@ def _run(
         (tmp_path / "bin" / "kubeadm").chmod(0o755)
     if joined:
         (tmp_path / "joined").touch()
+    if read_only_status:
+        (tmp_path / "read-only-status").touch()
+    if status_before is not None:
+        (tmp_path / "status-before").write_text(json.dumps(status_before))
     (tmp_path / "runner.sh").write_text(RUNNER)
+    started = time.monotonic()
     subprocess.run(
         ["unshare", "-m", "sh", str(tmp_path / "runner.sh"), str(tmp_path)], check=True, timeout=120
     )
     result: dict[str, Any] = {
+        "seconds": time.monotonic() - started,
         "rc": int((tmp_path / "rc").read_text()),
         "out": (tmp_path / "out.txt").read_text(),
         "config": cfg,
@@ -282,8 +306,89 @@ def test_failing_post_command_means_no_sentinel(tmp_path: Path) -> None:
     assert not r["sentinel"]
 
 
-def test_second_run_on_a_joined_node_does_nothing(tmp_path: Path) -> None:
+def test_rerun_after_a_reboot_records_that_the_node_had_joined(tmp_path: Path) -> None:
+    # /run is empty after a reboot: no status of this boot, kubelet.conf from the last one.
     r = _run(tmp_path, "terminal 3", joined=True)
-    assert r["rc"] == 0
-    assert r["status"] is None and not r["sentinel"] and r["calls"] == []
-    assert "nothing to do" in r["out"]
+    assert r["rc"] == 0 and r["calls"] == []  # kubeadm is not run again
+    st = r["status"]
+    assert (st["phase"], st["reason"], st["terminal"]) == ("Succeeded", "AlreadyJoined", False)
+    assert "/etc/kubernetes/kubelet.conf exists" in st["message"]
+    assert r["sentinel"]
+
+
+def test_rerun_in_the_same_boot_keeps_the_recorded_outcome(tmp_path: Path) -> None:
+    # Joined, then a post-command failed: a second run must not paint that over.
+    before = {"phase": "Failed", "reason": "PostKubeadmCommandFailed", "terminal": True}
+    r = _run(tmp_path, "ok", joined=True, status_before=before)
+    assert r["rc"] == 0 and r["calls"] == []
+    assert r["status"] == before and not r["sentinel"]
+    assert "not running kubeadm again" in r["out"]
+
+
+def test_kubeadm_still_running_at_the_deadline_is_killed_with_its_children(
+    tmp_path: Path,
+) -> None:
+    r = _run(tmp_path, "hang", deadline="3")
+    assert r["rc"] == 1
+    st = r["status"]
+    assert (st["phase"], st["reason"], st["terminal"]) == ("Failed", "DeadlineExceeded", True)
+    assert "was still running at the 3s deadline and was killed" in st["message"]
+    assert "waiting for the kubelet" in st["message"]  # its output up to the kill is kept
+    assert [h["exitCode"] for h in st["history"]] == [None]
+    assert r["seconds"] < 30  # killed at 3 s, not after the stand-in's 600 s
+    child = int((tmp_path / "standin-result" / "child.pid").read_text())
+    assert not _running(child), "kubeadm's child outlived the kill"
+    assert not r["sentinel"]
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_the_last_try_uses_the_time_left_before_the_deadline(tmp_path: Path) -> None:
+    # Deadline 10 s, backoff 4 s: tries at 0 and 4 s; the next backoff (8 s) would pass the
+    # deadline, so the third try waits only so long that it still has the room of the
+    # longest try so far (plus a reset and 1 s). Giving up after the second try, at about
+    # 4 s (what the script did before), wastes more than half the deadline.
+    r = _run(tmp_path, "transient 99", backoff="4", deadline="10", **{"max-backoff": "60"})
+    st = r["status"]
+    assert (st["phase"], st["reason"], st["terminal"]) == ("Failed", "DeadlineExceeded", False)
+    assert st["attempts"] == 3
+    backoffs = [h.get("backoff") for h in st["history"]]
+    assert backoffs[0] == 4 and 1 < backoffs[1] < 5 and backoffs[2] is None, backoffs
+    assert 7 < r["seconds"] < 10
+
+
+def test_output_that_is_not_utf8_is_decoded_with_replacement(tmp_path: Path) -> None:
+    r = _run(tmp_path, "garbage 3")
+    st = r["status"]
+    assert (r["rc"], st["phase"], st["reason"]) == (1, "Failed", "ValidationFailed")
+    assert "\ufffd\ufffd caf\ufffd \ufffd( [preflight] failed" in st["message"]
+    assert "Traceback" not in r["out"]
+
+
+def test_an_unwritable_status_does_not_stop_the_join(tmp_path: Path) -> None:
+    r = _run(tmp_path, "ok", read_only_status=True)
+    assert r["calls"] == [["join", "--config", "/run/kubeadm/kubeadm-join-config.yaml"]]
+    assert r["out"].count("cannot record status in /run/cluster-api") == 1
+    assert "Read-only file system" in r["out"] and "Traceback" not in r["out"]
+    # Joined, but the sentinel the infrastructure provider waits for could not be written:
+    # cloud-init must see a failure.
+    assert r["rc"] == 1 and "bootstrap-success.complete cannot be written" in r["out"]
+    assert r["status"] is None
+
+
+def test_a_defect_in_the_script_ends_in_failed_not_running(tmp_path: Path) -> None:
+    r = _run(tmp_path, "ok", config={"pre": 5})  # not a list: the script itself breaks
+    st = r["status"]
+    assert (r["rc"], st["phase"], st["reason"], st["terminal"]) == (
+        1,
+        "Failed",
+        "BootstrapScriptFailed",
+        True,
+    )
+    assert "TypeError" in st["message"] and r["calls"] == []

@@ -7,7 +7,7 @@ fixed, so the output is byte-for-byte deterministic and compared with
 
 Regenerate the goldens after an intended change with::
 
-    NODESMITH_UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_render_golden.py
+    NODESMITH_UPDATE_GOLDEN=1 .venv/bin/pytest tests/render/test_render_golden.py
 
 and review the diff. A golden alone would pass vacuously after a bad regeneration, so every
 case also asserts the semantics explicitly (kubeadm documents, PKI, user sections), and every
