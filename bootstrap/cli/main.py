@@ -5,15 +5,18 @@ Each command module exposes ``register(subparsers)``, which adds its parser and 
 module of the command being run is imported (``nodesmith --version`` imports nothing
 heavy); the others appear in ``--help`` by name and summary. Errors derived from
 ``NodesmithError`` are printed as one line on stderr and mapped to their exit code; nothing
-else is caught here, so a real bug still shows its traceback.
+else is caught here, so a real bug still shows its traceback. SIGTERM ends a command as
+Ctrl-C does, through its cleanup (exit 143).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from bootstrap import __version__
 from bootstrap.errors import EXIT_USAGE, NodesmithError
@@ -37,6 +40,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "build a real Kubernetes from Debian's source package (cached)",
     ),
 }
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised wherever the command is, so that every ``finally`` runs: temporary key
+    files are removed, work directories cleaned and children stopped (``Progress.run`` stops
+    their process groups). The default action would end the process at once, leaving a
+    private key in /tmp and a pyinfra or mmdebstrap running on. ``serve`` sets its own."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         code: int = args.func(args)
     except NodesmithError as exc:
@@ -79,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nodesmith: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("nodesmith: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     return code
 
 
