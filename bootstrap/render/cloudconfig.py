@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import posixpath
 import zlib
 from collections.abc import Callable
@@ -23,6 +22,32 @@ SecretLookup = Callable[[str], Secret | None]
 
 # cloud-init's write_files encodings, keyed by the Cluster API spelling.
 _ENCODINGS = {"base64": "b64", "gzip+base64": "gz+b64"}
+# What inline gzip content may expand to. It is only checked, never kept, but a 1 MiB body
+# can carry gigabytes of zeros; a file larger than this has no place in userdata.
+MAX_GUNZIPPED = 64 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+
+def gunzipped_size(raw: bytes, limit: int = MAX_GUNZIPPED) -> int:
+    """Check ``raw`` is valid gzip (every member, as ``gzip.decompress`` reads it) by
+    streaming it, never holding more than 1 MiB of output; stop past ``limit`` bytes.
+
+    Returns the size, or ``limit + 1`` once it is known to be larger. Raises ``zlib.error``
+    (also for trailing garbage) or ``EOFError`` (truncated) when it is not gzip.
+    """
+    size, rest = 0, raw
+    while rest:
+        member = zlib.decompressobj(wbits=31)  # 31: gzip header and trailer
+        data = rest
+        while data and not member.eof:
+            size += len(member.decompress(data, _CHUNK))
+            if size > limit:
+                return limit + 1
+            data = member.unconsumed_tail
+        if not member.eof:
+            raise EOFError("compressed data ended before the end-of-stream marker")
+        rest = member.unused_data
+    return size
 
 
 def secret_value(ref: SecretKeyRef, lookup: SecretLookup, obj: ObjectRef, field: str) -> bytes:
@@ -57,15 +82,21 @@ def _check_encoded(f: File, field: str, obj: ObjectRef) -> None:
     if f.encoding in ("base64", "gzip+base64"):
         try:
             raw = base64.b64decode(f.content, validate=False)
-            if f.encoding == "gzip+base64":
-                gzip.decompress(raw)
-        except (binascii.Error, ValueError, OSError, EOFError, zlib.error):
+            size = gunzipped_size(raw) if f.encoding == "gzip+base64" else 0
+        except (binascii.Error, ValueError, EOFError, zlib.error):
             raise TerminalError(
                 f"content is not valid {f.encoding}",
                 obj=obj,
                 field=f"{field}.content",
                 reason="InvalidField",
             ) from None
+        if size > MAX_GUNZIPPED:
+            raise TerminalError(
+                f"gzip+base64 content expands to more than {MAX_GUNZIPPED // 2**20} MiB",
+                obj=obj,
+                field=f"{field}.content",
+                reason="InvalidField",
+            )
 
 
 def write_file_entry(f: File, index: int, lookup: SecretLookup, obj: ObjectRef) -> dict[str, Any]:

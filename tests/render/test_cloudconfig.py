@@ -3,6 +3,9 @@ produces exactly one cloud-init key's value."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import zlib
 from typing import Any
 
 import pytest
@@ -105,3 +108,55 @@ def test_user_files_keep_order_and_modes() -> None:
     entries = cloudconfig.user_files(spec, _no_secrets, CONFIG, set())
     assert [e["path"] for e in entries] == ["/b", "/a"]
     assert entries[0]["permissions"] == "0600"
+
+
+def _gzip_file(content: bytes) -> Any:
+    from bootstrap.render.objects import File
+
+    encoded = base64.b64encode(content).decode()
+    return File.model_validate({"path": "/x", "encoding": "gzip+base64", "content": encoded})
+
+
+def _zeros(mib: int) -> bytes:
+    """gzip of ``mib`` MiB of zeros, made a MiB at a time (no big buffer in the test)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunks = [packer.compress(bytes(2**20)) for _ in range(mib)]
+    return b"".join([*chunks, packer.flush()])
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (gzip.compress(b"hello\n"), None),
+        (gzip.compress(b"a") + gzip.compress(b"b"), None),  # two members, as gzip -c a b
+        (_zeros(64), None),  # exactly the limit
+        (_zeros(80), "gzip+base64 content expands to more than 64 MiB"),
+        (gzip.compress(b"hello\n")[:-3], "content is not valid gzip+base64"),  # truncated
+        (gzip.compress(b"hello\n") + b"junk", "content is not valid gzip+base64"),
+        (b"not gzip at all", "content is not valid gzip+base64"),
+    ],
+)
+def test_inline_gzip_is_checked_as_a_stream(content: bytes, error: str | None) -> None:
+    f = _gzip_file(content)
+    if error is None:
+        assert cloudconfig.write_file_entry(f, 0, _no_secrets, CONFIG)["encoding"] == "gz+b64"
+        return
+    with pytest.raises(TerminalError) as caught:
+        cloudconfig.write_file_entry(f, 0, _no_secrets, CONFIG)
+    assert caught.value.field == "spec.files[0].content"
+    assert str(caught.value).endswith(error)
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it() -> None:
+    import tracemalloc
+
+    bomb = _zeros(768)
+    assert len(base64.b64encode(bomb)) < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(TerminalError, match="expands to more than 64 MiB"):
+            cloudconfig.write_file_entry(_gzip_file(bomb), 0, _no_secrets, CONFIG)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, peak  # the chunked check, not 768 MiB (or even 64) of output
