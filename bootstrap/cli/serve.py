@@ -10,7 +10,15 @@ from bootstrap.errors import UsageError, bad_usage
 from bootstrap.serve.app import DEFAULT_MAX_BODY
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.log import log_event as _log
-from bootstrap.serve.server import ServeConfig, bind, check_tls, parse_listen, run_worker, supervise
+from bootstrap.serve.server import (
+    ServeConfig,
+    bind,
+    check_tls,
+    parse_listen,
+    run_worker,
+    supervise,
+    warn_if_readable,
+)
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
@@ -39,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     tokens = TokenStore(config.token_file)
     count = tokens.load()  # fail before binding when the token file is unusable
-    if tokens.world_readable():
-        _log("token-file-readable", level="warning", detail="token file is group/world readable")
+    warn_if_readable(tokens)
     sockets = bind(config.host, config.port, config.workers)
     host, port = sockets[0].getsockname()[:2]
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -52,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
         "listening", address=shown, url=f"{scheme}://{shown}", workers=config.workers, tokens=count
     )
     if config.workers == 1:
-        return run_worker(0, sockets[0], config, metrics)
-    return supervise(sockets, config, metrics)
+        return run_worker(0, sockets[0], config, metrics, tokens)
+    return supervise(sockets, config, metrics, tokens)
 
 
 def register(subparsers: Any) -> None:

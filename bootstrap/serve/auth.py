@@ -6,6 +6,8 @@ list the old and the new token for a while. Every configured token is compared w
 how much of one, matched. ``reload()`` (wired to SIGHUP) re-reads the file; a reload that finds
 the file unreadable or empty keeps the tokens already loaded instead of locking every client
 out, and says so in the log. Tokens are never logged, not even hashed.
+A token shorter than ``MIN_TOKEN_LENGTH`` makes the file unusable: a 1-character token is
+guessed in a hundred requests.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import stat
 from pathlib import Path
 
 from bootstrap.errors import UsageError
+
+MIN_TOKEN_LENGTH = 16  # 16 random URL-safe characters are 96 bits
 
 
 class TokenStore:
@@ -34,13 +38,20 @@ class TokenStore:
                 f"cannot read token file: {exc.strerror}", reason="TokenFile", obj=str(self.path)
             ) from None
         tokens = []
-        for raw in text.splitlines():
+        for number, raw in enumerate(text.splitlines(), 1):
             line = raw.strip()
             if not line or line.startswith(b"#"):
                 continue
             if any(c < 0x21 or c > 0x7E for c in line):
                 raise UsageError(
                     "token file lines must be printable ASCII without spaces",
+                    reason="TokenFile",
+                    obj=str(self.path),
+                )
+            if len(line) < MIN_TOKEN_LENGTH:  # the length only: never the token
+                raise UsageError(
+                    f"line {number}: a token needs at least {MIN_TOKEN_LENGTH} characters "
+                    f"(got {len(line)})",
                     reason="TokenFile",
                     obj=str(self.path),
                 )

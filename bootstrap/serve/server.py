@@ -4,9 +4,14 @@ One master process binds the listening socket, checks the token file and TLS pai
 the shared metrics, then forks ``--workers`` processes that each run uvicorn (uvloop +
 httptools) on the inherited socket; the kernel spreads connections between them. The master
 forwards SIGHUP to every worker, and each worker reloads its own copy of the token file, so a
-rotation reaches all of them. SIGTERM/SIGINT stop the workers gracefully; a worker that dies
-is started again (with a back-off, so a crash loop cannot spin). With ``--workers 1`` the
-single worker runs in the master process itself.
+rotation reaches all of them. The master reloads the file too, and a worker starts with the
+master's last good token set, so a worker restarted while the file is unusable serves the
+tokens it had instead of crash-looping. SIGTERM/SIGINT stop the workers gracefully; a worker
+that dies is started again (with a back-off, so a crash loop cannot spin); a worker whose
+master dies is killed by the kernel (``PR_SET_PDEATHSIG``), so a restarted master with a
+rotated token never shares the port with workers that still accept the revoked one. With
+``--workers 1`` the single worker runs in the master process itself. TLS is 1.2 or 1.3, with
+ECDHE key exchange and AEAD ciphers only.
 The command line that fills :class:`ServeConfig` lives in ``bootstrap.cli.serve``.
 
 Example::
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import ipaddress
 import os
@@ -40,6 +46,10 @@ if TYPE_CHECKING:
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _MASTER_SIGNALS = {signal.SIGHUP, signal.SIGCHLD, *_STOP_SIGNALS}
 GRACEFUL_SECONDS = 5
+# TLS 1.2 suites with forward secrecy and authenticated encryption (TLS 1.3's are all AEAD):
+# no RSA key exchange, no CBC, no SHA-1.
+TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -114,8 +124,34 @@ def check_tls(cert: str | None, key: str | None) -> None:
             ) from None
 
 
-def run_worker(index: int, sock: socket.socket, config: ServeConfig, metrics: SharedMetrics) -> int:
-    """One worker: its own token store (reloaded on SIGHUP) and a uvicorn server on ``sock``."""
+def warn_if_readable(tokens: TokenStore, **where: object) -> None:
+    """The token file should be private; say so at start and on every reload."""
+    if tokens.world_readable():
+        _log(
+            "token-file-readable",
+            level="warning",
+            detail="token file is group/world readable",
+            **where,
+        )
+
+
+def reload_tokens(tokens: TokenStore, **where: object) -> None:
+    """SIGHUP: re-read the token file, keeping the last good set when it is unusable."""
+    ok, what = tokens.reload()
+    _log("token-reload", level="info" if ok else "error", ok=ok, detail=what, **where)
+    warn_if_readable(tokens, **where)
+
+
+def run_worker(
+    index: int,
+    sock: socket.socket,
+    config: ServeConfig,
+    metrics: SharedMetrics,
+    tokens: TokenStore,
+) -> int:
+    """One worker: a uvicorn server on ``sock`` checking ``tokens``, reloaded on SIGHUP. A
+    forked worker starts from the master's last good set and re-reads the file once, to catch
+    a rotation the master has not been told about."""
     import uvicorn
 
     from bootstrap.serve.app import build_app
@@ -124,7 +160,6 @@ def run_worker(index: int, sock: socket.socket, config: ServeConfig, metrics: Sh
     # (re)read after the handler is installed, so no rotation can be missed in between.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     metrics.use_slot(index)
-    tokens = TokenStore(config.token_file)
     app = build_app(tokens, metrics, config.settings)
     uv = uvicorn.Config(
         app,
@@ -137,18 +172,18 @@ def run_worker(index: int, sock: socket.socket, config: ServeConfig, metrics: Sh
         server_header=False,
         ssl_certfile=config.tls_cert,
         ssl_keyfile=config.tls_key,
+        ssl_ciphers=TLS_CIPHERS,
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
         timeout_keep_alive=15,
     )
     server = uvicorn.Server(uv)
 
-    def reload_tokens() -> None:
-        ok, what = tokens.reload()
-        _log("token-reload", level="info" if ok else "error", ok=ok, detail=what, worker=index)
-
     async def main() -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_tokens)
-        tokens.load()
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGHUP, lambda: reload_tokens(tokens, worker=index)
+        )
+        if config.workers > 1:  # forked: the master read the file some time ago
+            reload_tokens(tokens, worker=index)
         # Everything imported so far lives as long as the worker: keep it out of the cyclic
         # GC's scans, which otherwise show up as tail-latency spikes.
         gc.collect()
@@ -169,21 +204,36 @@ def run_worker(index: int, sock: socket.socket, config: ServeConfig, metrics: Sh
     return 0
 
 
+def _die_with(master: int) -> None:
+    """Have the kernel kill this worker when its master dies (even by SIGKILL)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != master:  # it died before the line above
+        os._exit(1)
+
+
 def _spawn(
-    index: int, sockets: list[socket.socket], config: ServeConfig, metrics: SharedMetrics
+    index: int,
+    sockets: list[socket.socket],
+    config: ServeConfig,
+    metrics: SharedMetrics,
+    tokens: TokenStore,
 ) -> int:
+    master = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
+        _die_with(master)
         for other, sock in enumerate(sockets):
             if other != index:
                 sock.close()
         for sig in _MASTER_SIGNALS:
             signal.signal(sig, signal.SIG_IGN if sig == signal.SIGHUP else signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _MASTER_SIGNALS)
-        code = run_worker(index, sockets[index], config, metrics)
+        code = run_worker(index, sockets[index], config, metrics, tokens)
     except BaseException as exc:  # the child must never return into the master's code
         # Our own errors' messages are safe to log (they name files, never contents).
         detail = str(exc) if isinstance(exc, NodesmithError) else None
@@ -192,13 +242,18 @@ def _spawn(
         os._exit(code)
 
 
-def supervise(sockets: list[socket.socket], config: ServeConfig, metrics: SharedMetrics) -> int:
-    """The master: fork workers, forward SIGHUP, restart the dead, stop on SIGTERM/SIGINT."""
+def supervise(
+    sockets: list[socket.socket], config: ServeConfig, metrics: SharedMetrics, tokens: TokenStore
+) -> int:
+    """The master: fork workers, forward SIGHUP, restart the dead, stop on SIGTERM/SIGINT.
+
+    It reloads its own copy of the tokens on SIGHUP as the workers do, so that a worker it
+    starts later inherits the last good set."""
     signal.pthread_sigmask(signal.SIG_BLOCK, _MASTER_SIGNALS)
     workers: dict[int, int] = {}  # pid -> slot
     started: dict[int, float] = {}  # slot -> start time
     for index in range(config.workers):
-        workers[_spawn(index, sockets, config, metrics)] = index
+        workers[_spawn(index, sockets, config, metrics, tokens)] = index
         started[index] = time.monotonic()
     stopping = False
     deadline = 0.0
@@ -211,6 +266,7 @@ def supervise(sockets: list[socket.socket], config: ServeConfig, metrics: Shared
                 _kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + GRACEFUL_SECONDS + 2
         elif info is not None and info.si_signo == signal.SIGHUP and not stopping:
+            reload_tokens(tokens, worker="master")
             for pid in workers:
                 _kill(pid, signal.SIGHUP)
             _log("sighup-forwarded", workers=len(workers))
@@ -231,7 +287,7 @@ def supervise(sockets: list[socket.socket], config: ServeConfig, metrics: Shared
             )
             if time.monotonic() - started[index] < 1.0:
                 time.sleep(1.0)  # crash loop: do not spin
-            workers[_spawn(index, sockets, config, metrics)] = index
+            workers[_spawn(index, sockets, config, metrics, tokens)] = index
             started[index] = time.monotonic()
         if stopping and time.monotonic() > deadline:
             for pid in workers:

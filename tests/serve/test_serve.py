@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -468,7 +469,7 @@ def test_sighup_reloads_token_in_every_worker(tmp_path: Path) -> None:
         srv.token_file.write_text(f"# rotated\n{new}\n")
         since = len(srv.log_lines())
         srv.signal(signal.SIGHUP)
-        _wait_for(srv, "token-reload", 2, since)
+        _wait_for(srv, "token-reload", 3, since)  # the master and both workers
         # Fresh connections land on both workers; every one must know only the new token.
         pids = set()
         for _ in range(24):
@@ -482,11 +483,95 @@ def test_sighup_reloads_token_in_every_worker(tmp_path: Path) -> None:
         srv.token_file.write_text("\n# nothing here\n")
         since = len(srv.log_lines())
         srv.signal(signal.SIGHUP)
-        _wait_for(srv, "token-reload", 2, since)
+        _wait_for(srv, "token-reload", 3, since)
         reloads = [x for x in srv.log_lines()[since:] if x.get("event") == "token-reload"]
+        assert sorted(str(r["worker"]) for r in reloads) == ["0", "1", "master"]
         assert all(r["ok"] is False for r in reloads)
         assert srv.post(WORKER_YAML, token=new).status == 200
         assert new not in srv.log_text() and old not in srv.log_text()
+    finally:
+        assert srv.stop() == 0
+
+
+def test_a_worker_restarted_while_the_token_file_is_empty_keeps_the_last_good_tokens(
+    tmp_path: Path,
+) -> None:
+    srv = ServeProcess(tmp_path, workers=2).start()
+    try:
+        srv.token_file.write_text("")
+        since = len(srv.log_lines())
+        srv.signal(signal.SIGHUP)
+        _wait_for(srv, "token-reload", 3, since)
+        victim = srv.worker_pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pids = srv.worker_pids()
+            if len(pids) == 2 and victim not in pids:
+                break
+            time.sleep(0.1)
+        time.sleep(2)  # a crash-looping replacement would have died (and been replaced) by now
+        assert len(srv.worker_pids()) == 2 and victim not in srv.worker_pids()
+        served = set()
+        for _ in range(12):
+            reply = srv.post(WORKER_YAML)  # the token the file held before it was emptied
+            assert reply.status == 200, reply.body
+        for line in srv.log_lines()[since:]:
+            if line.get("event") == "request":
+                served.add(line["pid"])
+        assert served == set(srv.worker_pids()), "both workers, the new one too, should serve"
+        exits = [x for x in srv.log_lines()[since:] if x.get("event") == "worker-exited"]
+        assert len(exits) == 1, exits  # only the one killed
+    finally:
+        assert srv.stop() == 0
+
+
+def test_workers_die_with_their_master(tmp_path: Path) -> None:
+    srv = ServeProcess(tmp_path, workers=2).start()
+    workers = srv.worker_pids()
+    assert srv.proc is not None
+    srv.proc.kill()  # SIGKILL: the master cannot tell anyone
+    srv.proc.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.05)
+    orphans = [pid for pid in workers if _alive(pid)]
+    for pid in orphans:  # do not leave them serving after a failure
+        os.kill(pid, signal.SIGKILL)
+    assert orphans == [], "workers outlived their master"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_token_file_checks_at_start_and_on_reload(tmp_path: Path) -> None:
+    short = tmp_path / "short"
+    short.write_text("# one token\nabc\n")
+    short.chmod(0o600)
+    refused = _serve_cli("--token-file", str(short))
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(
+        f"{short}: line 2: a token needs at least 16 characters (got 3)"
+    )
+    srv = ServeProcess(tmp_path / "srv", workers=2).start()
+    try:
+        assert not [x for x in srv.log_lines() if x.get("event") == "token-file-readable"]
+        srv.token_file.chmod(0o644)
+        since = len(srv.log_lines())
+        srv.signal(signal.SIGHUP)
+        _wait_for(srv, "token-file-readable", 3, since)  # master and both workers say it
+        srv.token_file.write_text("x\n")  # too short: the reload keeps the tokens it had
+        since = len(srv.log_lines())
+        srv.signal(signal.SIGHUP)
+        _wait_for(srv, "token-reload", 3, since)
+        reloads = [x for x in srv.log_lines()[since:] if x.get("event") == "token-reload"]
+        assert all("a token needs at least 16 characters (got 1)" in r["detail"] for r in reloads)
+        assert srv.post(WORKER_YAML).status == 200
     finally:
         assert srv.stop() == 0
 
@@ -522,16 +607,20 @@ def test_worker_is_restarted_after_a_crash(tmp_path: Path) -> None:
         assert srv.stop() == 0
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+def _self_signed(tmp_path: Path, rsa_key: bool = False) -> tuple[Path, Path]:
     import datetime
     import ipaddress
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.x509.oid import NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
+    key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+    if rsa_key:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    else:
+        key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
@@ -578,6 +667,47 @@ def test_tls(tmp_path: Path) -> None:
         assert srv.stop() == 0
 
 
+# (TLS version, client cipher list, accepted) against a server with an RSA certificate, where
+# RSA key exchange and CBC suites could be negotiated if the server allowed them.
+TLS_OFFERS = [
+    ("TLSv1_2", "AES128-SHA:AES256-SHA:AES128-GCM-SHA256", False),  # RSA key exchange
+    ("TLSv1_2", "ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA", False),  # CBC with SHA-1
+    ("TLSv1_2", "ECDHE-RSA-AES128-SHA256", False),  # CBC
+    ("TLSv1_2", "ECDHE-RSA-AES128-GCM-SHA256", True),
+    ("TLSv1_2", "ECDHE-RSA-CHACHA20-POLY1305", True),
+    ("TLSv1_3", "DEFAULT", True),
+    ("TLSv1_1", "DEFAULT:@SECLEVEL=0", False),
+]
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+def test_tls_offers_only_ecdhe_with_aead(tmp_path: Path) -> None:
+    import ssl
+
+    cert, key = _self_signed(tmp_path, rsa_key=True)
+    srv = ServeProcess(
+        tmp_path / "srv", extra=["--tls-cert", str(cert), "--tls-key", str(key)], tls_ca=str(cert)
+    ).start()
+    try:
+        outcomes = []
+        for version, ciphers, _ in TLS_OFFERS:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.load_verify_locations(str(cert))
+            context.minimum_version = context.maximum_version = ssl.TLSVersion[version]
+            context.set_ciphers(ciphers + ("" if "SECLEVEL" in ciphers else ":@SECLEVEL=0"))
+            try:
+                with (
+                    socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw,
+                    context.wrap_socket(raw, server_hostname="127.0.0.1"),
+                ):
+                    outcomes.append(True)
+            except ssl.SSLError:
+                outcomes.append(False)
+        assert outcomes == [accepted for _, _, accepted in TLS_OFFERS]
+    finally:
+        assert srv.stop() == 0
+
+
 def _serve_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bootstrap.cli", "serve", "--listen", "127.0.0.1:0", *args],
@@ -595,7 +725,7 @@ def test_startup_errors_are_usage_errors(tmp_path: Path) -> None:
     empty.write_text("# no tokens\n")
     assert _serve_cli("--token-file", str(empty)).returncode == 2
     token = tmp_path / "token"
-    token.write_text("abc\n")
+    token.write_text("a-token-long-enough-to-pass\n")
     half = _serve_cli("--token-file", str(token), "--tls-cert", str(token))
     assert half.returncode == 2 and "together" in half.stderr
     bad = _serve_cli("--token-file", str(token), "--tls-cert", str(token), "--tls-key", str(token))

@@ -24,12 +24,15 @@ def _store(tmp_path: Path, text: str) -> TokenStore:
 
 
 def test_tokens_one_per_line_with_comments(tmp_path: Path) -> None:
-    store = _store(tmp_path, "# old and new during a rotation\nold-token\n\n  new-token  \n")
-    assert store.check(b"Bearer old-token")
-    assert store.check(b"Bearer new-token")
-    assert store.check(b"BEARER new-token")
-    for bad in (None, b"", b"old-token", b"Bearer", b"Bearer old", b"Bearer old-token2",
-                b"Basic old-token", b"Bearer # old and new during a rotation"):  # fmt: skip
+    store = _store(
+        tmp_path, "# old and new during a rotation\nold-token-0123456\n\n  new-token-0123456  \n"
+    )
+    assert store.check(b"Bearer old-token-0123456")
+    assert store.check(b"Bearer new-token-0123456")
+    assert store.check(b"BEARER new-token-0123456")
+    for bad in (None, b"", b"old-token-0123456", b"Bearer", b"Bearer old",
+                b"Bearer old-token-01234567", b"Basic old-token-0123456",
+                b"Bearer # old and new during a rotation"):  # fmt: skip
         assert not store.check(bad), bad
 
 
@@ -40,17 +43,22 @@ def test_token_file_errors(tmp_path: Path) -> None:
         _store(tmp_path, "two words\n")
     with pytest.raises(UsageError, match="cannot read"):
         TokenStore(tmp_path / "missing").load()
+    with pytest.raises(
+        UsageError, match=r"line 2: a token needs at least 16 characters \(got 15\)$"
+    ):
+        _store(tmp_path, "a-token-long-enough\n0123456789abcde\n")
 
 
 def test_reload_keeps_old_tokens_on_failure(tmp_path: Path) -> None:
-    store = _store(tmp_path, "first\n")
-    store.path.write_text("second\n")
+    store = _store(tmp_path, "first-token-0123456\n")
+    store.path.write_text("second-token-0123456\n")
     assert store.reload()[0] is True
-    assert store.check(b"Bearer second") and not store.check(b"Bearer first")
+    assert store.check(b"Bearer second-token-0123456")
+    assert not store.check(b"Bearer first-token-0123456")
     store.path.write_text("")
     ok, what = store.reload()
     assert ok is False and "keeping" in what
-    assert store.check(b"Bearer second")
+    assert store.check(b"Bearer second-token-0123456")
     assert "second" not in what
 
 
