@@ -23,12 +23,23 @@ from bootstrap.serve.server import (
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     from bootstrap.serve.app import ServeSettings
+    from bootstrap.serve.protocol import Limits
 
     host, port = parse_listen(args.listen)
     if args.workers < 1 or args.workers > 64:
         raise bad_usage("--workers", args.workers, "must be 1..64", reason="InvalidWorkers")
     if args.max_body_bytes < 1:
         raise UsageError("--max-body-bytes must be positive", reason="InvalidLimit")
+    for flag, value in (
+        ("--header-timeout", args.header_timeout),
+        ("--body-timeout", args.body_timeout),
+    ):
+        if not 0 < value <= 3600:
+            raise bad_usage(flag, value, "must be 0 < SECONDS <= 3600", reason="InvalidLimit")
+    if not 1 <= args.max_connections <= 100_000:
+        raise bad_usage(
+            "--max-connections", args.max_connections, "must be 1..100000", reason="InvalidLimit"
+        )
     check_tls(args.tls_cert, args.tls_key)
     return ServeConfig(
         host=host,
@@ -39,6 +50,11 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         tls_key=args.tls_key,
         settings=ServeSettings(
             max_body=args.max_body_bytes, cpu_budget=args.cpu_budget, options=policy_options(args)
+        ),
+        limits=Limits(
+            head_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            max_connections=args.max_connections,
         ),
     )
 
@@ -99,6 +115,28 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="CPU time one request may spend parsing and rendering before it is refused "
         "with 422 (default 2; 0 disables)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a request's head must arrive within this, else 408 (default 10)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request's body must arrive within this after its head, else 408 (default 30)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="open connections per worker; beyond, the longest-waiting unfinished request is "
+        "dropped (default 1000)",
     )
     # The same render policy as `nodesmith render`, for every request this server answers.
     add_policy_arguments(parser)

@@ -11,7 +11,8 @@ that dies is started again (with a back-off, so a crash loop cannot spin); a wor
 master dies is killed by the kernel (``PR_SET_PDEATHSIG``), so a restarted master with a
 rotated token never shares the port with workers that still accept the revoked one. With
 ``--workers 1`` the single worker runs in the master process itself. TLS is 1.2 or 1.3, with
-ECDHE key exchange and AEAD ciphers only.
+ECDHE key exchange and AEAD ciphers only. Each connection is held to the limits of
+``bootstrap.serve.protocol`` (head size, read timeouts, connections per worker).
 The command line that fills :class:`ServeConfig` lives in ``bootstrap.cli.serve``.
 
 Example::
@@ -42,6 +43,7 @@ from bootstrap.serve.log import log_event as _log
 if TYPE_CHECKING:
     from bootstrap.serve.app import ServeSettings
     from bootstrap.serve.metrics import SharedMetrics
+    from bootstrap.serve.protocol import Limits
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _MASTER_SIGNALS = {signal.SIGHUP, signal.SIGCHLD, *_STOP_SIGNALS}
@@ -63,6 +65,7 @@ class ServeConfig:
     tls_cert: str | None
     tls_key: str | None
     settings: ServeSettings
+    limits: Limits
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -152,9 +155,19 @@ def run_worker(
     """One worker: a uvicorn server on ``sock`` checking ``tokens``, reloaded on SIGHUP. A
     forked worker starts from the master's last good set and re-reads the file once, to catch
     a rotation the master has not been told about."""
+    import resource
+
     import uvicorn
 
     from bootstrap.serve.app import build_app
+    from bootstrap.serve.protocol import guarded
+
+    # Room for max_connections sockets: the soft limit is often 1024, the hard one far higher.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = config.limits.max_connections + 64
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        new_soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new_soft, hard))
 
     # Until the loop's handler is in place a SIGHUP must not kill the worker; the tokens are
     # (re)read after the handler is installed, so no rotation can be missed in between.
@@ -164,7 +177,7 @@ def run_worker(
     uv = uvicorn.Config(
         app,
         loop="none",
-        http="httptools",
+        http=guarded(config.limits),
         lifespan="off",
         access_log=False,
         log_level="warning",
