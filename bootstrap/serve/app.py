@@ -358,6 +358,17 @@ class UserdataApp:
         payload = bootstrap_secret(result) if output == "secret" else json_envelope(result)
         if result.bootstrap_token_secret is not None:
             payload["bootstrapTokenSecret"] = result.bootstrap_token_secret
+        if result.generated_secrets:
+            # A new CA on every init request, returned to nobody, would leave the joins nothing
+            # to pin: hand it back, as `render --secrets-out` writes it.
+            payload["clusterCASecrets"] = result.generated_secrets
+            if "warnings" in payload:
+                names = ", ".join(s["metadata"]["name"] for s in result.generated_secrets)
+                payload["warnings"].append(
+                    f"cluster CAs were generated ({names}): apply clusterCASecrets to the "
+                    "management cluster before anything else renders for this cluster, or the "
+                    "next request generates other CAs"
+                )
         log["role"] = getattr(result, "role", None)
         return json_reply(200, payload)
 

@@ -38,6 +38,7 @@ _ENVELOPE = {
         "size": {"type": "integer", "minimum": 0},
         "warnings": {"type": "array", "items": {"type": "string"}},
         "bootstrapTokenSecret": _K8S_OBJECT,
+        "clusterCASecrets": {"type": "array", "items": _K8S_OBJECT},
     },
 }
 
@@ -55,6 +56,7 @@ _SECRET = {
             "properties": {"value": {"type": "string"}, "format": {"type": "string"}},
         },
         "bootstrapTokenSecret": _K8S_OBJECT,
+        "clusterCASecrets": {"type": "array", "items": _K8S_OBJECT},
     },
 }
 
@@ -124,7 +126,8 @@ def openapi_document(max_body: int) -> dict[str, Any]:
             "200": {
                 "description": "Rendered: the JSON envelope, or with output=secret the CAPI "
                 "bootstrap data Secret. bootstrapTokenSecret is present when a bootstrap token "
-                "was generated; apply it to the workload cluster.",
+                "was generated; apply it to the workload cluster. clusterCASecrets is present "
+                "when an init generated the cluster CAs; apply them to the management cluster.",
                 "content": {
                     "application/json": {
                         "schema": {

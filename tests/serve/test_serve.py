@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from test_serve_support import (
     ROOT,
     WORKER_PATH,
@@ -119,6 +120,37 @@ def test_same_render_as_cli(server: ServeProcess, tmp_path: Path) -> None:
     served = reply.json()
     assert "bootstrapTokenSecret" not in served  # the token came from the config
     assert served["sha256"] == json.loads(cli.stdout)["sha256"]
+
+
+INIT_BUNDLE = (
+    (ROOT / "examples" / "cluster.yaml").read_bytes()
+    + b"\n---\n"
+    + (ROOT / "examples" / "control-plane.yaml").read_bytes()
+)
+INIT_PATH = "/v1/machines/default/demo-cp-0/userdata"
+CA_NAMES = ["demo-ca", "demo-etcd", "demo-proxy", "demo-sa"]
+
+
+@pytest.mark.parametrize("output", ["json", "secret"])
+def test_an_init_that_generates_cas_returns_them(server: ServeProcess, output: str) -> None:
+    cas = []
+    for _ in range(2):
+        reply = server.post(INIT_BUNDLE, path=f"{INIT_PATH}?output={output}")
+        assert reply.status == 200, reply.body
+        body = reply.json()
+        secrets = body["clusterCASecrets"]
+        assert sorted(x["metadata"]["name"] for x in secrets) == CA_NAMES
+        ca = next(x for x in secrets if x["metadata"]["name"] == "demo-ca")
+        cert = base64.b64decode(ca["data"]["tls.crt"]).decode()
+        assert "BEGIN CERTIFICATE" in cert and base64.b64decode(ca["data"]["tls.key"])
+        value = body["value"] if output == "json" else base64.b64decode(body["data"]["value"])
+        userdata = yaml.safe_load(value)
+        written = {f["path"]: f["content"] for f in userdata["write_files"]}
+        assert written["/etc/kubernetes/pki/ca.crt"] == cert  # the CA the node gets
+        if output == "json":
+            assert any("apply clusterCASecrets" in w for w in body["warnings"])
+        cas.append(cert)
+    assert cas[0] != cas[1]  # nothing stored between requests: each one's own CA comes back
 
 
 def test_secret_output(server: ServeProcess) -> None:
