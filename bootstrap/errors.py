@@ -31,13 +31,36 @@ EXIT_TRANSIENT = 75  # EX_TEMPFAIL: try again later
 
 _MAX_VALUE_CHARS = 80
 
+# Fields whose values (and everything under them) may be secret: an error names the field and
+# the kind of value, never the value. Words match case-insensitively inside longer names
+# (``passwdFrom``, ``tlsBootstrapToken``, a typo'd ``pasword``); names match whole.
+_SECRET_WORDS = ("passw", "token", "content", "secret", "privatekey", "certificatekey")
+_SECRET_NAMES = frozenset({"data", "stringdata", "key"})
+
+
+def may_be_secret(field: str | int) -> bool:
+    """True when a field of this name may hold a secret (password, token, key, file body)."""
+    name = str(field).lower()
+    return name in _SECRET_NAMES or any(word in name for word in _SECRET_WORDS)
+
 
 def show_value(value: Any) -> str:
-    """Render a value for an error message: short, one line, never a huge blob."""
+    """Render a value for an error message: short, one line (``repr`` escapes newlines),
+    never a huge blob."""
     text = repr(value)
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + "..."
     return text
+
+
+def kind_of(value: Any) -> str:
+    """What a value is, without what it holds: for values that must not be shown."""
+    if isinstance(value, dict):
+        return "a map"
+    if isinstance(value, list | tuple):
+        return "a list"
+    name = type(value).__name__
+    return ("an " if name[0] in "aeiou" else "a ") + name
 
 
 @dataclass(frozen=True)

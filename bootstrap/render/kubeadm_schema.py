@@ -21,12 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bootstrap.errors import ObjectRef, TerminalError, invalid
+from bootstrap.errors import ObjectRef, TerminalError, invalid, kind_of, may_be_secret, show_value
 
 _SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 # Fields whose values are secrets: type errors never echo their value.
-_SECRET_FIELDS = frozenset({"token", "tlsBootstrapToken", "certificateKey"})
 
 _STRUCT, _LIST, _MAP, _SCALAR, _OBJECT, _ANY = range(6)
 
@@ -126,13 +125,14 @@ class _Schema:
 
 
 def _describe(value: Any, field: str) -> Any:
-    """What a message shows for a bad value: the value itself unless it may be secret."""
-    if field in _SECRET_FIELDS:
-        return _Shown(f"<redacted {type(value).__name__}>")
+    """What a message shows for a bad value: a scalar itself unless its field may be secret;
+    a map only by its keys and a list by its length (either may hold a token)."""
     if isinstance(value, Mapping):
-        return _Shown(f"a map {value!r}")
+        return _Shown(f"a map with keys {show_value([str(k) for k in value])}")
     if isinstance(value, list | tuple):
-        return _Shown(f"a list {list(value)!r}")
+        return _Shown(f"a list of {len(value)}")
+    if may_be_secret(field):
+        return _Shown(f"{kind_of(value)}, not shown: it may be secret")
     return value
 
 

@@ -26,7 +26,7 @@ from pydantic import (
     field_validator,
 )
 
-from bootstrap.errors import ObjectRef, TerminalError, show_value
+from bootstrap.errors import ObjectRef, TerminalError, kind_of, may_be_secret, show_value
 
 CAPI_GROUP = "cluster.x-k8s.io"
 LEGACY_GROUP = "cluster.k8s.io"
@@ -385,11 +385,15 @@ def validation_error(exc: ValidationError, ref: ObjectRef) -> TerminalError:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        message = "unknown field"
-    # Never echo values of fields that may hold secrets.
-    secret_field = any(p in ("content", "passwd", "data", "stringData") for p in first["loc"])
-    if first["type"] != "missing" and not secret_field:
-        message = f"{message} (got {show_value(first.get('input'))})"
+        # A typo'd field can be any field, a password too: name it, never show its value.
+        return TerminalError("unknown field", obj=ref, field=path, reason="InvalidField")
+    if first["type"] == "missing":
+        return TerminalError(message, obj=ref, field=path, reason="InvalidField")
+    value = first.get("input")
+    if any(may_be_secret(part) for part in first["loc"]):
+        message = f"{message} (got {kind_of(value)}, not shown: it may be secret)"
+    else:
+        message = f"{message} (got {show_value(value)})"
     return TerminalError(message, obj=ref, field=path, reason="InvalidField")
 
 

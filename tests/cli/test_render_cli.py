@@ -163,6 +163,53 @@ TERMINAL = {
 }
 
 
+SECRET_TEXT = "S3CRET-0123456789abcdef"
+
+
+def _set_spec(field: str, value: Any) -> Any:
+    def mutate(docs: list[dict[str, Any]]) -> None:
+        find(docs, "KubeadmConfig", "md-0")["spec"][field] = value
+
+    return mutate
+
+
+def _set_init_tokens(docs: list[dict[str, Any]]) -> None:
+    find(docs, "KubeadmConfig", "md-0")["spec"]["initConfiguration"] = {
+        "bootstrapTokens": {"token": "abcdef." + SECRET_TEXT[-16:]}
+    }
+
+
+# (mutation, the whole error line): secret-bearing or unknown fields are named, never shown;
+# other values are shown shortened to one line.
+SECRET_ERRORS = [
+    (_set_spec("users", [{"name": "ops", "pasword": SECRET_TEXT + "\nline2"}]),
+     "nodesmith: error: KubeadmConfig prod/md-0 spec.users[0].pasword: unknown field"),
+    (_set_spec("files", [{"path": "/etc/x", "contents": SECRET_TEXT}]),
+     "nodesmith: error: KubeadmConfig prod/md-0 spec.files[0].contents: unknown field"),
+    (_set_spec("users", [{"name": "ops", "passwd": ["not", SECRET_TEXT]}]),
+     "nodesmith: error: KubeadmConfig prod/md-0 spec.users[0].passwd: Input should be a valid "
+     "string (got a list, not shown: it may be secret)"),
+    (_set_init_tokens,
+     "nodesmith: error: KubeadmConfig prod/md-0 InitConfiguration.bootstrapTokens: expected a "
+     "list of BootstrapToken{token, description, ttl, expires, usages, groups} "
+     "(kubeadm.k8s.io/v1beta4) (got a map with keys ['token'])"),
+    (_set_spec("format", "y" * 3000 + "\nz"),
+     "nodesmith: error: KubeadmConfig prod/md-0 spec.format: Input should be 'cloud-config', "
+     "'ignition' or '' (got '" + "y" * 76 + "...)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("mutate", "line"), SECRET_ERRORS)
+def test_errors_never_show_secret_values(
+    mutate: Any, line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    mutate(docs)
+    code, out, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert (code, out, err.strip()) == (65, "", line)
+    assert SECRET_TEXT[-16:] not in err
+
+
 @pytest.mark.parametrize("case", sorted(TERMINAL))
 def test_terminal_errors(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mutate, needles = TERMINAL[case]

@@ -493,16 +493,28 @@ def test_empty_control_plane_marks_a_control_plane_join() -> None:
     check_document({"apiVersion": V4, "kind": "JoinConfiguration", "controlPlane": {}}, WHERE)
 
 
-def test_secret_values_are_not_echoed() -> None:
-    secret = ["abcdef.0123456789abcdef"]
-    for doc in (
-        {"discovery": {"bootstrapToken": {"token": secret}}},
-        {"discovery": {"tlsBootstrapToken": secret}},
-        {"controlPlane": {"certificateKey": secret}},
-    ):
-        err = _refused({"apiVersion": V4, "kind": "JoinConfiguration", **doc})
-        assert "0123456789abcdef" not in str(err)
-        assert "redacted" in str(err)
+SECRET = "abcdef.0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("kind", "doc", "shown"),
+    [
+        ("JoinConfiguration", {"discovery": {"bootstrapToken": {"token": [SECRET]}}},
+         "(got a list of 1)"),
+        ("JoinConfiguration", {"discovery": {"tlsBootstrapToken": 12345}},
+         "(got an int, not shown: it may be secret)"),
+        ("JoinConfiguration", {"controlPlane": {"certificateKey": {"k": SECRET}}},
+         "(got a map with keys ['k'])"),
+        ("InitConfiguration", {"bootstrapTokens": {"token": SECRET}},
+         "(got a map with keys ['token'])"),
+        ("InitConfiguration", {"bootstrapTokens": [{"token": 7}]},
+         "(got an int, not shown: it may be secret)"),
+    ],
+)  # fmt: skip
+def test_secret_values_are_not_echoed(kind: str, doc: dict[str, Any], shown: str) -> None:
+    err = _refused({"apiVersion": V4, "kind": kind, **doc})
+    assert str(err).endswith(shown)
+    assert "0123456789abcdef" not in str(err)
 
 
 @pytest.mark.parametrize(
