@@ -1,8 +1,9 @@
 """``nodesmith render``: bootstrap userdata for one Machine, or for every Machine in the input.
 
-Exit codes: 0 success, 2 usage, 65 terminal input error, 75 transient (retry later). Output is
-only written once everything rendered, and files are written atomically with mode 0600 since
-userdata holds bootstrap tokens and keys.
+Exit codes: 0 success, 2 usage, 65 terminal input error, 75 transient (retry later). Every
+output target is checked first, output is only written once everything rendered, and files are
+written atomically with mode 0600 since userdata holds bootstrap tokens and keys; ``--all``
+swaps in a whole directory (``bootstrap.cli.targets``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from bootstrap.cli.common import add_policy_arguments, policy_options
+from bootstrap.cli.targets import check_targets, publish, suffix_of
 from bootstrap.errors import EXIT_OK, TerminalError, UsageError
 from bootstrap.fsutil import atomic_write
 from bootstrap.render import RenderResult
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--out-dir goes with --all")
     if args.all and not args.out_dir:
         raise UsageError("--all needs --out-dir DIR")
+    side_flags = {"--token-secret-out": args.token_secret_out, "--secrets-out": args.secrets_out}
+    check_targets(args.out_dir, side_flags)  # before anything is rendered or written
     options = policy_options(args, gzip=args.gzip)
     options = replace(options, now=options.clock())  # one clock for every Machine of the run
     bundle = Bundle(load_paths(args.filename))
@@ -104,45 +107,51 @@ def run(args: argparse.Namespace) -> int:
     for result in results:
         for warning in result.warnings:
             print(f"nodesmith: warning: {result.machine}: {warning}", file=sys.stderr)
-    _write_side_outputs(args, results)
+    side = _side_outputs(args, results)
     if args.all:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        suffix = {
-            "userdata": ".cloud-config" + (".gz" if args.gzip else ""),
-            "json": ".json",
-            "secret": ".secret.yaml",
-        }[args.output]
+        suffix = suffix_of(args.output, args.gzip)
+        files: dict[str, bytes] = {}
         for result in results:
             namespace, _, name = result.machine.partition("/")
-            atomic_write(out / f"{namespace}_{name}{suffix}", _present(result, args.output))
-        print(f"nodesmith: rendered {len(results)} Machines into {out}", file=sys.stderr)
+            file_name = f"{namespace}_{name}{suffix}"
+            if file_name in files:  # names cannot hold "_": only the same Machine twice
+                raise TerminalError(
+                    f"Machine {result.machine} is in the input twice",
+                    obj="input",
+                    reason="DuplicateMachine",
+                )
+            files[file_name] = _present(result, args.output)
+        publish(args.out_dir, files, side)
+        print(f"nodesmith: rendered {len(results)} Machines into {args.out_dir}", file=sys.stderr)
     else:
+        for path, data in side:
+            atomic_write(path, data)
         sys.stdout.buffer.write(_present(results[0], args.output))
         sys.stdout.flush()
     return EXIT_OK
 
 
-def _write_or_warn(path: str | None, objects: list[dict[str, Any]], why_none: str) -> None:
-    """Write generated objects to ``path`` (0600); say so when there is nothing to write."""
-    if not path:
-        return
-    if objects:
-        atomic_write(path, dump_stream(objects))
-    else:
-        print(f"nodesmith: warning: {why_none}; {path} not written", file=sys.stderr)
-
-
-def _write_side_outputs(args: argparse.Namespace, results: list[RenderResult]) -> None:
+def _side_outputs(args: argparse.Namespace, results: list[RenderResult]) -> list[tuple[str, bytes]]:
+    """The token and CA Secret files to write (0600), saying which flags have nothing."""
     tokens = [r.bootstrap_token_secret for r in results if r.bootstrap_token_secret]
-    _write_or_warn(
-        args.token_secret_out, tokens, "no bootstrap token was generated (the configs name theirs)"
-    )
     secrets = [s for r in results for s in r.generated_secrets]
-    _write_or_warn(args.secrets_out, secrets, "no CA was generated (the input has the CA Secrets)")
+    side: list[tuple[str, bytes]] = []
+    for path, objects, why_none in (
+        (
+            args.token_secret_out,
+            tokens,
+            "no bootstrap token was generated (the configs name theirs)",
+        ),
+        (args.secrets_out, secrets, "no CA was generated (the input has the CA Secrets)"),
+    ):
+        if path and objects:
+            side.append((path, dump_stream(objects)))
+        elif path:
+            print(f"nodesmith: warning: {why_none}; {path} not written", file=sys.stderr)
     if secrets and not args.secrets_out:
         print(
             "nodesmith: warning: a cluster CA was generated; pass --secrets-out FILE to keep "
             "it, or later joins cannot pin it",
             file=sys.stderr,
         )
+    return side

@@ -13,8 +13,10 @@ import gzip
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -677,6 +679,101 @@ def test_all_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     for f in files:
         assert_valid_cloud_config(f.read_text())
     assert "rendered 3 Machines" in err
+
+
+def test_all_replaces_the_out_dir_as_a_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "deep" / "out"
+    render_ok(capsys, "--all", "-f", str(BASE.parent), "-f", str(CA_SECRETS),
+              "--out-dir", str(out_dir))  # fmt: skip
+    assert out_dir.stat().st_mode & 0o777 == 0o700  # holds keys: private, whatever the umask
+    docs = [d for d in base_docs() if d["metadata"]["name"] not in ("cp-1",)]
+    render_ok(capsys, "--all", "-f", write(tmp_path, docs), "--out-dir", str(out_dir), "-o", "json")
+    # Only this run's files: the cloud-configs of the first run (and cp-1's) are gone.
+    assert sorted(f.name for f in out_dir.iterdir()) == ["prod_cp-0.json", "prod_md-0.json"]
+    assert sorted(p.name for p in out_dir.parent.iterdir()) == ["out"]  # no staging left
+
+
+def _targets(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    return {
+        "file": tmp_path / "a-file",
+        "missing": tmp_path / "missing" / "secrets.yaml",
+        "dir": tmp_path,
+        "out": tmp_path / "out",
+        "inside": tmp_path / "out" / "secrets.yaml",
+        "foreign": tmp_path / "foreign",
+        "secrets": tmp_path / "secrets.yaml",
+    }
+
+
+# (flags with {placeholders}, the error's tail): each refused (exit 2) before anything is
+# rendered or written.
+TARGET_ERRORS = [
+    (["--all", "--out-dir", "{file}"], "--out-dir {file} exists and is not a directory"),
+    (["--all", "--out-dir", "{foreign}"],
+     "--out-dir {foreign} holds 'notes.txt', which render did not write (the directory is "
+     "replaced as a whole); choose a new or empty directory"),
+    (["--machine", "prod/md-0", "--secrets-out", "{missing}"],
+     "--secrets-out {missing} is in '{dir}/missing', which is not a directory"),
+    (["--machine", "prod/md-0", "--token-secret-out", "{dir}"],
+     "--token-secret-out {dir} is a directory; name a file"),
+    (["--all", "--out-dir", "{out}", "--secrets-out", "{inside}"],
+     "--secrets-out {inside} is inside --out-dir, which is replaced as a whole"),
+    (["--machine", "prod/md-0", "--token-secret-out", "{secrets}", "--secrets-out", "{secrets}"],
+     "--secrets-out {secrets} is also --token-secret-out"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flags", "tail"), TARGET_ERRORS)
+def test_output_targets_are_checked_first(
+    flags: list[str], tail: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    places = {k: str(v) for k, v in _targets(tmp_path).items()}
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = run(capsys, "-f", str(BASE.parent), *[f.format(**places) for f in flags])
+    assert (code, out) == (2, "")
+    line = assert_one_line_error(err)
+    assert line.endswith(tail.format(**places) + ")") or line.endswith(tail.format(**places)), line
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_a_killed_all_run_leaves_the_old_dir_or_the_new_one(tmp_path: Path) -> None:
+    docs = base_docs()
+    template = find(docs, "Machine", "md-0")
+    config = find(docs, "KubeadmConfig", "md-0")
+    for i in range(600):
+        machine, kubeadm = copy.deepcopy(template), copy.deepcopy(config)
+        machine["metadata"]["name"] = kubeadm["metadata"]["name"] = f"w-{i}"
+        machine["spec"]["bootstrap"]["configRef"]["name"] = f"w-{i}"
+        docs += [machine, kubeadm]
+    bundle = write(tmp_path, docs)
+    out_dir, tokens = tmp_path / "out", tmp_path / "tokens.yaml"
+    argv = [NODESMITH, "render", "--all", "-f", bundle, "--out-dir", str(out_dir),
+            "--token-secret-out", str(tokens)]  # fmt: skip
+    started = time.monotonic()
+    subprocess.run(argv, check=True, capture_output=True, timeout=300)
+    whole = time.monotonic() - started
+    first = {f.name: f.read_bytes() for f in out_dir.iterdir()}
+    assert len(first) == 603
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    stopped = 0
+    for fraction in (0.3, 0.6, 0.9):
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(whole * fraction)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        names = sorted(f.name for f in out_dir.iterdir())
+        assert names == sorted(first), f"partial --out-dir after SIGTERM at {fraction}"
+        if proc.returncode == 143:
+            stopped += 1
+            assert err.decode().strip().endswith("nodesmith: terminated")
+            assert {f.name: f.read_bytes() for f in out_dir.iterdir()} == first  # the old run
+        assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no staging dir left
+    assert stopped >= 2, "SIGTERM came after the runs had finished"
 
 
 def test_all_writes_nothing_when_one_fails(
