@@ -35,7 +35,7 @@ _MAX_VALUE_CHARS = 80
 # the kind of value, never the value. Words match case-insensitively inside longer names
 # (``passwdFrom``, ``tlsBootstrapToken``, a typo'd ``pasword``); names match whole.
 _SECRET_WORDS = ("passw", "token", "content", "secret", "privatekey", "certificatekey")
-_SECRET_NAMES = frozenset({"data", "stringdata", "key"})
+_SECRET_NAMES = frozenset({"data", "stringdata"})
 
 
 def may_be_secret(field: str | int) -> bool:

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from bootstrap.errors import ObjectRef, TerminalError, kind_of, may_be_secret, show_value
+from bootstrap.render.names import is_label, is_subdomain
 
 CAPI_GROUP = "cluster.x-k8s.io"
 LEGACY_GROUP = "cluster.k8s.io"
@@ -139,6 +140,23 @@ class Cluster:
         return None
 
 
+def _object_name(value: str) -> str:
+    if not is_subdomain(value):
+        raise ValueError("must be a lowercase RFC 1123 name")
+    return value
+
+
+def _namespace_name(value: str) -> str:
+    if not is_label(value):
+        raise ValueError("must be a lowercase RFC 1123 label")
+    return value
+
+
+# A reference to an object that cannot exist is terminal: waiting for it would be forever.
+ObjectName = Annotated[str, AfterValidator(_object_name)]
+NamespaceName = Annotated[str, AfterValidator(_namespace_name)]
+
+
 # ---------------------------------------------------------------- Machine
 
 
@@ -146,13 +164,13 @@ class _ConfigRef(_Strict):
     api_version: str | None = Field(default=None, alias="apiVersion")
     api_group: str | None = Field(default=None, alias="apiGroup")
     kind: str = "KubeadmConfig"
-    name: str = Field(min_length=1)
-    namespace: str | None = None
+    name: ObjectName
+    namespace: NamespaceName | None = None
 
 
 class _Bootstrap(_Strict):
     config_ref: _ConfigRef | None = Field(default=None, alias="configRef")
-    data_secret_name: str | None = Field(default=None, alias="dataSecretName")
+    data_secret_name: ObjectName | None = Field(default=None, alias="dataSecretName")
 
 
 class _RuntimeVersion(_Strict):
@@ -167,7 +185,7 @@ class _LegacyVersions(_Strict):
 
 
 class _MachineSpec(_Strict):
-    cluster_name: str | None = Field(default=None, alias="clusterName")
+    cluster_name: ObjectName | None = Field(default=None, alias="clusterName")
     bootstrap: _Bootstrap = _Bootstrap()
     version: str | None = None
     versions: _LegacyVersions | None = None
@@ -204,7 +222,7 @@ class Machine:
 
 
 class SecretKeyRef(_Closed):
-    name: str = Field(min_length=1)
+    name: ObjectName
     key: str = Field(min_length=1)
 
 
@@ -390,7 +408,8 @@ def validation_error(exc: ValidationError, ref: ObjectRef) -> TerminalError:
     if first["type"] == "missing":
         return TerminalError(message, obj=ref, field=path, reason="InvalidField")
     value = first.get("input")
-    if any(may_be_secret(part) for part in first["loc"]):
+    # A reference's name (contentFrom.secret.name) is not a secret; what it sits under may be.
+    if first["loc"][-1] != "name" and any(may_be_secret(part) for part in first["loc"]):
         message = f"{message} (got {kind_of(value)}, not shown: it may be secret)"
     else:
         message = f"{message} (got {show_value(value)})"

@@ -201,6 +201,44 @@ SECRET_ERRORS = [
 ]  # fmt: skip
 
 
+def _set_machine(path: str, value: str) -> Any:
+    def mutate(docs: list[dict[str, Any]]) -> None:
+        node = find(docs, "Machine", "md-0")["spec"]
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+
+    return mutate
+
+
+# A reference to a name that cannot exist is terminal (65), never "not there yet" (75).
+IMPOSSIBLE_NAMES = [
+    (_set_machine("clusterName", "Demo_X"),
+     "Machine prod/md-0 spec.clusterName: must be a lowercase RFC 1123 name (got 'Demo_X')"),
+    (_set_machine("bootstrap.configRef.name", "md\n0"),
+     "Machine prod/md-0 spec.bootstrap.configRef.name: must be a lowercase RFC 1123 name "
+     "(got 'md\\n0')"),
+    (_set_spec("files", [{"path": "/etc/x", "contentFrom": {"secret": {"name": "Bad_Name",
+                                                                         "key": "k"}}}]),
+     "KubeadmConfig prod/md-0 spec.files[0].contentFrom.secret.name: must be a lowercase "
+     "RFC 1123 name (got 'Bad_Name')"),
+    (_set_spec("users", [{"name": "ops", "passwdFrom": {"secret": {"name": "pw.", "key": "k"}}}]),
+     "KubeadmConfig prod/md-0 spec.users[0].passwdFrom.secret.name: must be a lowercase "
+     "RFC 1123 name (got 'pw.')"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("mutate", "tail"), IMPOSSIBLE_NAMES)
+def test_impossible_names_are_terminal(
+    mutate: Any, tail: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    mutate(docs)
+    code, out, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    assert (code, out, err.strip()) == (65, "", "nodesmith: error: " + tail)
+
+
 @pytest.mark.parametrize(("mutate", "line"), SECRET_ERRORS)
 def test_errors_never_show_secret_values(
     mutate: Any, line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
