@@ -11,7 +11,9 @@ mappings, sequences and strings, so those are built here directly from the compo
 every other scalar goes through the same SafeConstructor method PyYAML would call (``yes``
 is still ``True``, ``0o17`` still 15, timestamps still datetimes). A document using anything
 else (merge keys, ``!!set``, ``!!binary``, unknown tags, unhashable keys) is handed to
-PyYAML's own ``construct_document``, so its result or its error is exactly PyYAML's.
+PyYAML's own ``construct_document``, so its result or its error is exactly PyYAML's. One
+difference, on both paths: a key given twice in one mapping is an error, not a silent
+overwrite.
 Aliases keep PyYAML's semantics too: one node becomes one shared Python object.
 """
 
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
@@ -71,7 +74,8 @@ _SCALARS = {
     f"tag:yaml.org,2002:{name}": f"construct_yaml_{name}"
     for name in ("null", "bool", "int", "float", "timestamp")
 }
-_KEY_TAGS = frozenset({_STR, *_SCALARS})  # hashable keys PyYAML would not treat specially
+_KEY_TAGS = frozenset({_STR, *_SCALARS})
+_MERGE = "tag:yaml.org,2002:merge"  # hashable keys PyYAML would not treat specially
 
 
 class _Fallback(Exception):
@@ -115,10 +119,13 @@ def _builder(loader: Any, tally: _Tally) -> Callable[[Node], Any]:
         if tag == _MAP and type(node) is MappingNode:
             mapping: dict[Any, Any] = {}
             built[id(node)] = mapping
-            for key_node, value_node in node.value:
+            for index, (key_node, value_node) in enumerate(node.value):
                 if type(key_node) is not ScalarNode or key_node.tag not in _KEY_TAGS:
                     raise _Fallback  # merge keys, '=' keys, collections as keys
-                mapping[build(key_node)] = build(value_node)
+                key = build(key_node)
+                if key in mapping and _given_before(node, index):
+                    raise _duplicate(node, key_node)
+                mapping[key] = build(value_node)
             return mapping
         if tag == _SEQ and type(node) is SequenceNode:
             sequence: list[Any] = []
@@ -128,6 +135,48 @@ def _builder(loader: Any, tally: _Tally) -> Callable[[Node], Any]:
         raise _Fallback
 
     return build
+
+
+def _duplicate(mapping: Node, key: Node) -> yaml.YAMLError:
+    """A key given twice in one mapping. PyYAML keeps the last silently; two files joined
+    without ``---`` then lose a whole object (the Cluster vanished behind a misleading error)."""
+    return ConstructorError(
+        "while constructing a mapping",
+        mapping.start_mark,
+        f"found duplicate key {key.value!r}",
+        key.start_mark,
+    )
+
+
+def _given_before(mapping: Node, index: int) -> bool:
+    """Is key ``index`` of ``mapping`` written the same (tag and text) before it? Asked only
+    when Python sees a repeated key, which ``1`` and ``true`` are too (1 == True)."""
+    key = mapping.value[index][0]
+    return any(
+        isinstance(other, ScalarNode) and (other.tag, other.value) == (key.tag, key.value)
+        for other, _ in mapping.value[:index]
+    )
+
+
+def _refuse_duplicate_keys(root: Node) -> None:
+    """The same check on a document PyYAML constructs itself (merge keys and other tags):
+    plain scalar keys only, each node once (aliases are not walked twice)."""
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            keys: set[tuple[str, str]] = set()
+            for key_node, value_node in node.value:
+                if isinstance(key_node, ScalarNode) and key_node.tag != _MERGE:
+                    if (key_node.tag, key_node.value) in keys:
+                        raise _duplicate(node, key_node)
+                    keys.add((key_node.tag, key_node.value))
+                stack += [key_node, value_node]
+        elif isinstance(node, SequenceNode):
+            stack += node.value
 
 
 def load_all_counted(text: str) -> tuple[list[Any], int | None]:
@@ -143,6 +192,7 @@ def load_all_counted(text: str) -> tuple[list[Any], int | None]:
                 docs.append(_builder(loader, tally)(node))
             except _Fallback:
                 tally.plain = False
+                _refuse_duplicate_keys(node)
                 docs.append(loader.construct_document(node))
     finally:
         loader.dispose()

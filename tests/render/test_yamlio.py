@@ -78,8 +78,8 @@ TRICKY = [
     "a: yes\nb: No\nc: ~\nd: null\ne: 0o17\nf: 0x1F\ng: 1_000\nh: 1:30\ni: .inf\nj: -.NaN\n",
     "k: 2001-12-14t21:59:43.10-05:00\nl: 2002-12-14\nm: '2002-12-14'\nn: 3.0e+3\no: 0b101\n",
     "p: !!str 12\nq: !!int '7'\nr: !!float '1'\ns: !!bool 'true'\nt: !!null ''\n",
-    # keys of other types, duplicate keys (last wins, first position)
-    "1: one\ntrue: t\nnull: n\n2.5: f\n2001-01-01: d\na: 1\nb: 2\na: 3\n",
+    # keys of other types (a duplicate key is refused, unlike PyYAML: see below)
+    "1: one\ntrue: t\nnull: n\n2.5: f\n2001-01-01: d\na: 1\nb: 2\n",
     # constructs the fast path hands to PyYAML
     "base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n",
     "s: !!set {a, b}\nbin: !!binary aGVsbG8=\n",
@@ -285,3 +285,35 @@ def test_loader_still_refuses_alias_bombs_and_surrogates() -> None:
     wide = "items:\n" + "".join(f"- {i}\n" for i in range(MAX_NODES))  # plain, but too many
     with pytest.raises(ParseError, match=f"more than {MAX_NODES} values"):
         parse_text(wide)
+
+
+# (YAML, the duplicate reported, or None when the mapping is legal)
+DUPLICATES = [
+    ("a: 1\na: 2\n", "'a'"),
+    ("kind: Cluster\nmetadata:\n  name: x\n  name: y\n", "'name'"),
+    ("a: 1\nb: !!binary aGk=\na: 2\n", "'a'"),  # PyYAML's own constructor path
+    ("base: &b {k: 1}\nobj:\n  <<: *b\n  k: 2\n", None),  # a merge key may be overridden
+    ("obj:\n  <<: {k: 1}\n  j: 1\n  j: 2\n", "'j'"),
+    ("1: a\n'1': b\n", None),  # the int 1 and the string '1' are different keys
+]
+
+
+@pytest.mark.parametrize(("text", "duplicate"), DUPLICATES)
+def test_duplicate_keys_are_refused(text: str, duplicate: str | None) -> None:
+    if duplicate is None:
+        yamlio.load_all(text)
+        return
+    with pytest.raises(yaml.YAMLError, match=f"found duplicate key {duplicate}"):
+        yamlio.load_all(text)
+
+
+def test_two_files_joined_without_a_separator_are_refused(tmp_path: Path) -> None:
+    from bootstrap.render.loader import ParseError, load_paths
+
+    cluster = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata:\n  name: c\n"
+    machine = "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Machine\nmetadata:\n  name: m\n"
+    joined = tmp_path / "joined.yaml"
+    joined.write_text(cluster + machine)
+    with pytest.raises(ParseError) as caught:
+        load_paths([str(joined)])
+    assert str(caught.value).endswith("found duplicate key 'apiVersion' at line 5, column 1")
