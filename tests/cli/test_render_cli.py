@@ -798,20 +798,22 @@ def test_a_killed_all_run_leaves_the_old_dir_or_the_new_one(tmp_path: Path) -> N
     first = {f.name: f.read_bytes() for f in out_dir.iterdir()}
     assert len(first) == 603
     listing = sorted(p.name for p in tmp_path.iterdir())
-    stopped = 0
-    for fraction in (0.3, 0.6, 0.9):
+    for phase in ("rendering", "writing"):
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(whole * fraction)
+        if phase == "rendering":
+            time.sleep(whole * 0.25)
+        else:  # the moment the staging directory appears: files are being written
+            deadline = time.monotonic() + 120
+            while not any(p.name.startswith(".out.staging-") for p in tmp_path.iterdir()):
+                assert proc.poll() is None and time.monotonic() < deadline, "no staging seen"
+                time.sleep(0.001)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
-        names = sorted(f.name for f in out_dir.iterdir())
-        assert names == sorted(first), f"partial --out-dir after SIGTERM at {fraction}"
-        if proc.returncode == 143:
-            stopped += 1
-            assert err.decode().strip().endswith("nodesmith: terminated")
-            assert {f.name: f.read_bytes() for f in out_dir.iterdir()} == first  # the old run
-        assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no staging dir left
-    assert stopped >= 2, "SIGTERM came after the runs had finished"
+        assert proc.returncode == 143, (phase, err)
+        assert err.decode().strip().endswith("nodesmith: terminated")
+        # The old run's directory, whole and unchanged; no staging directory left.
+        assert {f.name: f.read_bytes() for f in out_dir.iterdir()} == first, phase
+        assert sorted(p.name for p in tmp_path.iterdir()) == listing, phase
 
 
 def test_all_writes_nothing_when_one_fails(
