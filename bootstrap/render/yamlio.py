@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -61,8 +62,47 @@ class Loader(MemoResolve, _CLoader):  # type: ignore[misc]
     """libyaml's safe loader with the memoized resolver."""
 
 
-class Dumper(MemoResolve, _CDumper):  # type: ignore[misc]
-    """libyaml's safe dumper with the memoized resolver."""
+class _OutputResolver(Resolver):
+    """What the readers of our output take for a non-string, beyond YAML 1.1.
+
+    kubeadm and kubectl read YAML with Go (yaml.v2 / sigs.k8s.io/yaml), which also takes
+    ``1e3``, ``1.5E3`` (YAML 1.2 floats: no dot or no exponent sign needed) and ``y``/``n``
+    (booleans) for non-strings. PyYAML, on YAML 1.1, writes those strings plain, so a node
+    named ``1e3`` reached kubeadm as a number. Telling the emitter they resolve to something
+    else makes it quote them. Output only: the loader keeps PyYAML's reading.
+    """
+
+
+_OutputResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
+    list("-+.0123456789"),
+)
+_OutputResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN")
+)
+_OUTPUT_RESOLVER = _OutputResolver()
+
+
+@functools.lru_cache(maxsize=8192)
+def _output_tag(value: str, quoted_implicit: bool) -> str:
+    tag: str = _OUTPUT_RESOLVER.resolve(ScalarNode, value, (True, quoted_implicit))  # type: ignore[no-untyped-call]
+    return tag
+
+
+class _OutputResolve:
+    """``resolve`` for emitting: the Go-reader view above, memoized like ``MemoResolve``."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is ScalarNode and implicit[0]:
+            if len(value) <= _MEMO_LEN:
+                return _output_tag(value, implicit[1])
+            return _OUTPUT_RESOLVER.resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return Resolver.resolve(self, kind, value, implicit)  # type: ignore[arg-type,no-untyped-call]
+
+
+class Dumper(_OutputResolve, _CDumper):  # type: ignore[misc]
+    """libyaml's safe dumper; strings Go would read as numbers or booleans are quoted."""
 
 
 assert not Resolver.yaml_path_resolvers, "MemoResolve assumes no YAML path resolvers"
@@ -257,7 +297,7 @@ def dump(value: Any) -> str:
 def dump_stream(objects: list[dict[str, Any]]) -> bytes:
     """Kubernetes objects as one ``---``-separated stream, as ``kubectl apply -f`` reads it.
 
-    Plain PyYAML (``safe_dump_all``) on purpose: these files are read back by tools, and a
-    person rarely edits them, so they keep PyYAML's usual layout.
+    PyYAML's own representer on purpose (these files are read back by tools and a person
+    rarely edits them, so they keep PyYAML's usual layout), with the quoting of ``Dumper``.
     """
-    return yaml.safe_dump_all(objects, sort_keys=False).encode()
+    return yaml.dump_all(objects, Dumper=Dumper, sort_keys=False).encode()

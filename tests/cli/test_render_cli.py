@@ -229,6 +229,19 @@ IMPOSSIBLE_NAMES = [
 ]  # fmt: skip
 
 
+def test_values_go_reads_as_numbers_reach_kubeadm_quoted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    join = find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]
+    join.setdefault("nodeRegistration", {})["name"] = "1e3"
+    join["nodeRegistration"]["kubeletExtraArgs"] = {"v": "1e1"}
+    out, _ = render_ok(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    files = {f["path"]: f for f in yaml.safe_load(out)["write_files"]}
+    kubeadm = files["/run/kubeadm/kubeadm-join-config.yaml"]["content"]
+    assert "  name: '1e3'\n" in kubeadm and "    value: '1e1'\n" in kubeadm, kubeadm
+
+
 @pytest.mark.parametrize(("mutate", "tail"), IMPOSSIBLE_NAMES)
 def test_impossible_names_are_terminal(
     mutate: Any, tail: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -317,3 +317,20 @@ def test_two_files_joined_without_a_separator_are_refused(tmp_path: Path) -> Non
     with pytest.raises(ParseError) as caught:
         load_paths([str(joined)])
     assert str(caught.value).endswith("found duplicate key 'apiVersion' at line 5, column 1")
+
+
+# (string, how dump writes it): what Go's YAML (kubeadm, kubectl) would read as a number or a
+# boolean is quoted; the rest stays plain. Each must also load back as the same string.
+OUTPUT_QUOTING = [
+    ("1e3", "'1e3'"), ("1E+3", "'1E+3'"), ("1.5e3", "'1.5e3'"), (".5", "'.5'"),
+    ("10", "'10'"), ("y", "'y'"), ("N", "'N'"), ("yes", "'yes'"), ("0x1F", "'0x1F'"),
+    ("1e", "1e"), ("e3", "e3"), ("v1.20.2", "v1.20.2"), ("10.96.0.10", "10.96.0.10"),
+    ("worker-0", "worker-0"), ("yy", "yy"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "written"), OUTPUT_QUOTING)
+def test_strings_go_reads_as_other_types_are_quoted(value: str, written: str) -> None:
+    assert yamlio.dump({"v": value}) == f"v: {written}\n"
+    assert yaml.safe_load(yamlio.dump({"v": value})) == {"v": value}
+    assert yamlio.dump_stream([{"v": value}]).decode() == f"v: {written}\n"
