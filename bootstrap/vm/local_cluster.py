@@ -363,7 +363,9 @@ def write_machine(
         if k != "ed25519"
     }
     userdata = add_access(userdata, SSH_USER, client.public_openssh, host, extra)
-    mdir.mkdir(parents=True, mode=0o755)
+    mdir.mkdir(parents=True)
+    for directory in (mdir.parent, mdir):  # explicit, whatever the umask: libvirt's qemu
+        directory.chmod(0o755)  # reads the seeds; the files holding secrets are 0600
     meta = meta_data(node.name, f"{spec.cluster}-{node.name}-{uuid.uuid4().hex[:12]}")
     net = network_config(node)
     _write(mdir / "user-data", userdata, 0o600)

@@ -585,14 +585,36 @@ def _zombie(pid: int) -> bool:
 # --- local-cluster init without VMs (fast) -------------------------------------------------
 
 
-def _init(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _init(tmp: Path, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [NODESMITH, "local-cluster", "init", *args],
         capture_output=True,
         text=True,
         check=False,
         cwd=tmp,
+        umask=umask,
     )
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_init_sets_modes_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    proc = _init(tmp_path, "--dir", "lc", "--workers", "1", "--accel", "tcg", umask=umask)
+    assert proc.returncode == 0, proc.stderr
+    lc = tmp_path / "lc"
+    modes = {
+        str(path.relative_to(lc)): path.stat().st_mode & 0o777
+        for path in [lc, *lc.rglob("*")]
+        if path.name in ("lc", "machines", "worker-0", "bundle.yaml", "id_ed25519", "user-data")
+    }
+    assert modes == {
+        ".": 0o755,  # libvirt's qemu must reach the seeds
+        "bundle.yaml": 0o600,
+        "id_ed25519": 0o600,
+        "machines": 0o755,
+        "machines/control-plane-0/user-data": 0o600,
+        "machines/worker-0": 0o755,
+        "machines/worker-0/user-data": 0o600,
+    }
 
 
 def test_init_writes_bundle_seeds_and_state(tmp_path: Path) -> None:
