@@ -23,6 +23,7 @@ status from this boot is kept, or, after a reboot emptied /run, AlreadyJoined is
 the sentinel. Uses python3 only, which cloud-init guarantees.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -142,7 +143,8 @@ def run(status, argv, shell=False, timeout=None):
         raw, _ = proc.communicate(timeout=timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended just now
+            os.killpg(proc.pid, signal.SIGKILL)
         try:
             raw, _ = proc.communicate(timeout=KILL_GRACE)
         except subprocess.TimeoutExpired as exc:  # something left the group and holds the pipe
