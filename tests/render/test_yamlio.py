@@ -7,6 +7,7 @@ It only exists to be faster, so every test compares it with PyYAML itself: the s
 from __future__ import annotations
 
 import datetime
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,21 @@ def test_memoized_resolver_answers_like_pyyaml() -> None:
 
 
 class ReferenceDumper(yaml.CSafeDumper):
-    """PyYAML's own representer with nodesmith's one rule: multi-line text as a literal."""
+    """PyYAML's own dumper with nodesmith's two rules.
 
+    Multi-line text is a literal block, and a string that Go's YAML readers (kubeadm,
+    kubectl) would take for a number or a boolean is quoted: 1e3, .5, y, N.
+    """
+
+
+ReferenceDumper.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"),
+    list("-+.0123456789"),
+)
+ReferenceDumper.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile("^[yYnN]$"), list("yYnN")
+)
 
 ReferenceDumper.add_representer(
     str,
@@ -202,7 +216,8 @@ texts = st.one_of(
     st.text(max_size=30),
     st.text(alphabet=st.sampled_from(list("ab :#-\n\t'\"|>")), max_size=30),
     st.sampled_from(["yes", "null", "~", "1", "0x10", "1.5", "2020-01-01", "", " lead", "trail ",
-                     "line\n", "a\nb", "a\n\nb\n", "é\nü", "\u2028", "x\x85y", "-", "? q"]),
+                     "line\n", "a\nb", "a\n\nb\n", "é\nü", "\u2028", "x\x85y", "-", "? q",
+                     "1e3", "1.5E-3", ".5", "y", "N"]),
 )  # fmt: skip
 dump_trees = st.recursive(
     st.one_of(texts, st.integers(), st.booleans(), st.none(), st.floats(allow_nan=False)),

@@ -301,8 +301,9 @@ def test_standin_success_first_time_then_idempotent(booted: Booted) -> None:
     assert [h.get("backoff") for h in status["history"]] == [None]
     assert _ssh(state, f"test -f {SENTINEL}")[0] == 0
     rc, out = _ssh(state, f"sudo {BOOTSTRAP} {BOOTSTRAP_CONFIG}")
-    assert rc == 0 and "nothing to do" in out
+    assert rc == 0 and "this node has joined; not running kubeadm again" in out, out
     assert len(_ssh(state, f"sudo cat {CALLS}")[1].splitlines()) == 1
+    assert _json(state, STATUS) == status  # the second run keeps what the first recorded
 
 
 def test_two_vms_from_one_image_have_distinct_identities(booted: Booted) -> None:
