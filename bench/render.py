@@ -57,6 +57,8 @@ def build_objects(n: int) -> list[dict[str, Any]]:
             },
             "controlPlaneEndpoint": {"host": "192.0.2.10", "port": 6443},
         },
+        # Initialized: the workers join now (otherwise they wait for the control plane).
+        "status": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]},
     }
     ca = pki.pki_secrets("bench", "default", pki.generate_cluster_pki("bench", NOW))[0]
     objects: list[dict[str, Any]] = [cluster, ca]

@@ -189,8 +189,9 @@ def kubeadm(status, cfg):
             "run kubeadm %s" % (argv[0], verb),
         )
     backoff, deadline = cfg.get("backoff", 5), time.monotonic() + cfg.get("deadline", 900)
-    if cfg["role"] != "worker-join" and os.path.isdir(PKI):
-        shutil.copytree(PKI, PKI_COPY, dirs_exist_ok=True)
+    pki = cfg.get("pkiDir", PKI)  # the ClusterConfiguration's certificatesDir
+    if cfg["role"] != "worker-join" and os.path.isdir(pki):
+        shutil.copytree(pki, PKI_COPY, dirs_exist_ok=True)
     longest, reset_took = 0.0, None
     while True:
         attempt = status.doc["attempts"] + 1
@@ -246,7 +247,7 @@ def kubeadm(status, cfg):
         if code is None:
             return killed(status, cfg, "kubeadm reset", out)
         if os.path.isdir(PKI_COPY):
-            shutil.copytree(PKI_COPY, PKI, dirs_exist_ok=True)
+            shutil.copytree(PKI_COPY, pki, dirs_exist_ok=True)
 
 
 def already_joined(status):

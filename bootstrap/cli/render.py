@@ -14,8 +14,6 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-import yaml
-
 from bootstrap.cli.common import add_policy_arguments, policy_options
 from bootstrap.cli.targets import check_targets, publish, suffix_of
 from bootstrap.errors import EXIT_OK, TerminalError, UsageError
@@ -72,7 +70,12 @@ def _present(result: RenderResult, output: str) -> bytes:
         if result.bootstrap_token_secret:
             envelope["bootstrapTokenSecret"] = result.bootstrap_token_secret
         return (json.dumps(envelope, indent=2) + "\n").encode()
-    return yaml.safe_dump(bootstrap_secret(result), sort_keys=False).encode()
+    # A generated token lives only in this userdata: its Secret goes out in the same stream,
+    # or `kubectl apply` would create a node that can never authenticate.
+    objects = [bootstrap_secret(result)]
+    if result.bootstrap_token_secret:
+        objects.append(result.bootstrap_token_secret)
+    return dump_stream(objects)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +151,12 @@ def _side_outputs(args: argparse.Namespace, results: list[RenderResult]) -> list
             side.append((path, dump_stream(objects)))
         elif path:
             print(f"nodesmith: warning: {why_none}; {path} not written", file=sys.stderr)
+    if tokens and not args.token_secret_out and args.output == "userdata":
+        print(
+            "nodesmith: warning: a bootstrap token was generated; pass --token-secret-out "
+            "FILE (or -o secret) to keep its Secret, or the join cannot authenticate",
+            file=sys.stderr,
+        )
     if secrets and not args.secrets_out:
         print(
             "nodesmith: warning: a cluster CA was generated; pass --secrets-out FILE to keep "

@@ -112,6 +112,8 @@ def boot(args: argparse.Namespace) -> tuple[vm.VMState, dict[str, Any]]:
         raise UsageError(
             f"--memory must be >= 256 and --cpus >= 1 (got {args.memory}, {args.cpus})"
         )
+    if args.name:
+        vm.check_name(args.name)  # before rendering: a wrong name is wrong whatever renders
     machine, name, userdata, machine_obj = render_for(args)
     state = vm.up(
         Path(args.image),

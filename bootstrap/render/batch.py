@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bootstrap.errors import NodesmithError, TransientError
-from bootstrap.render.pipeline import INIT, render_machine, role_of
+from bootstrap.render.pipeline import render_machine
 from bootstrap.render.resolve import Bundle, resolve
 from bootstrap.render.result import RenderOptions, RenderResult
 
@@ -32,21 +32,36 @@ class BatchResult:
         return next(terminal, self.failures[-1])
 
 
-def is_init(bundle: Bundle, name: str) -> bool:
-    """Whether ``name`` renders an init control plane (errors are left to the render)."""
+def init_order(bundle: Bundle, name: str) -> int:
+    """Who asks for the init lock first: 0 for a control plane whose config is written for
+    init (an init or cluster configuration, no ``joinConfiguration.controlPlane``), 1 for the
+    other control planes, 2 for workers and Machines that will fail anyway.
+
+    CABPK's lock goes to whichever Machine reconciles first; a run picks the one its author
+    wrote for init, so the other control planes join it instead of waiting.
+    """
     try:
-        return role_of(resolve(bundle, name)) == INIT
+        ctx = resolve(bundle, name)
     except NodesmithError:
-        return False
+        return 2
+    if not ctx.machine.control_plane:
+        return 2
+    spec = ctx.config.spec
+    wrote_init = spec.init_configuration is not None or spec.cluster_configuration is not None
+    asks_join = (spec.join_configuration or {}).get("controlPlane") is not None
+    return 0 if wrote_init and not asks_join else 1
 
 
 def render_all(bundle: Bundle, names: list[str], options: RenderOptions) -> BatchResult:
-    """Render ``names`` from ``bundle``, inits first; their generated CAs join ``bundle``.
+    """Render ``names`` from ``bundle``, init candidates first; generated CAs join ``bundle``.
+
+    One init per cluster (``pipeline.role_of``): the first control plane of a cluster that is
+    not initialized inits, later control planes join it, workers join after it.
 
     Every Machine is attempted, so one run reports every broken Machine, not just the first.
     """
     batch = BatchResult()
-    for name in sorted(names, key=lambda n: not is_init(bundle, n)):
+    for name in sorted(names, key=lambda n: init_order(bundle, n)):
         try:
             result = render_machine(bundle, name, options)
         except NodesmithError as exc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap.errors import ObjectRef, TerminalError, invalid
+from bootstrap.render.names import is_label_value, is_qualified_name
 from bootstrap.render.objects import Cluster
 from bootstrap.render.versions import V1BETA2, V1BETA4, KubeVersion
 
@@ -143,6 +144,30 @@ def _fields_as_flags(b: Builder, doc: dict[str, Any], path: str) -> None:
         )
 
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_taints(b: Builder, taints: Any, path: str) -> None:
+    """As the API server's validateNodeTaints: a wrong taint otherwise renders fine and fails
+    on the node, when kubeadm's kubelet registers the Node."""
+    if not isinstance(taints, list):
+        raise b.bad(path, taints, "must be a list")
+    for index, taint in enumerate(taints):
+        at = f"{path}[{index}]"
+        if not isinstance(taint, dict):
+            raise b.bad(at, taint, "must be a mapping with key and effect")
+        key, value, effect = taint.get("key"), taint.get("value"), taint.get("effect")
+        value = "" if value is None else value
+        if not isinstance(key, str) or not is_qualified_name(key):
+            raise b.bad(
+                f"{at}.key", key, "must be a qualified name ([prefix/]name, at most 63 characters)"
+            )
+        if not isinstance(value, str) or not is_label_value(value):
+            raise b.bad(f"{at}.value", value, "must be empty or a label value")
+        if effect not in TAINT_EFFECTS:
+            raise b.bad(f"{at}.effect", effect, "must be one of " + ", ".join(TAINT_EFFECTS))
+
+
 def node_registration(
     b: Builder, value: Any, path: str, cri_socket: str, worker: bool
 ) -> dict[str, Any]:
@@ -150,12 +175,12 @@ def node_registration(
     reg.setdefault("criSocket", cri_socket)
     if "kubeletExtraArgs" in reg:
         reg["kubeletExtraArgs"] = b.args(reg["kubeletExtraArgs"], f"{path}.kubeletExtraArgs")
+    if reg.get("taints") is not None:
+        _check_taints(b, reg["taints"], f"{path}.taints")
     if worker:
         taints = reg.get("taints")
         if taints is None:
             taints = []
-        if not isinstance(taints, list):
-            raise b.bad(f"{path}.taints", taints, "must be a list")
         if not any(
             isinstance(t, dict) and t.get("key") == UNINITIALIZED_TAINT["key"] for t in taints
         ):
@@ -176,28 +201,21 @@ def _networking(cluster: Cluster) -> dict[str, str]:
     return net
 
 
-def cluster_dns(cluster: Cluster) -> str:
-    """kubeadm's GetDNSIP: the first service CIDR's base address + 10."""
-    cidr = cluster.service_cidrs[0] if cluster.service_cidrs else DEFAULT_SERVICE_CIDR
-    field_ = "spec.clusterNetwork.services.cidrBlocks[0]"
+def cluster_dns(b: Builder, networking: dict[str, Any]) -> str:
+    """kubeadm's GetDNSIP: the first service CIDR's base address + 10.
+
+    ``networking`` is the ClusterConfiguration's, after the Cluster's values were laid over
+    the config's, so the kubelet and kubeadm agree whoever set the subnet.
+    """
+    subnet = networking.get("serviceSubnet") or DEFAULT_SERVICE_CIDR
+    field_ = "spec.clusterConfiguration.networking.serviceSubnet"
+    cidr = str(subnet).split(",")[0].strip()
     try:
         network = ipaddress.ip_network(cidr, strict=False)
     except ValueError:
-        raise invalid(
-            cluster.ref,
-            field_,
-            cidr,
-            "is not a CIDR",
-            reason="InvalidCIDR",
-        ) from None
+        raise b.bad(field_, subnet, "is not a CIDR (or a comma-separated list of them)") from None
     if network.num_addresses <= 10:
-        raise invalid(
-            cluster.ref,
-            field_,
-            cidr,
-            "is too small to hold the cluster DNS address (base + 10)",
-            reason="InvalidCIDR",
-        )
+        raise b.bad(field_, subnet, "is too small to hold the cluster DNS address (base + 10)")
     return str(network.network_address + 10)
 
 
@@ -342,14 +360,22 @@ def join_configuration(
     return doc
 
 
-def kubelet_configuration(b: Builder, cluster: Cluster) -> dict[str, Any]:
-    """The KubeletConfiguration kubeadm init hands every node; DNS agrees with networking."""
+def kubelet_configuration(
+    b: Builder, cluster: Cluster, cluster_doc: dict[str, Any]
+) -> dict[str, Any]:
+    """The KubeletConfiguration kubeadm init hands every node.
+
+    Its DNS agrees with the networking of ``cluster_doc`` (the rendered ClusterConfiguration):
+    a config with serviceSubnet 10.100.0.0/16 and dnsDomain corp.local gets clusterDNS
+    10.100.0.10 and clusterDomain corp.local, as kubeadm's own defaulting would give.
+    """
+    networking = cluster_doc.get("networking") or {}
     doc: dict[str, Any] = {
         "apiVersion": KUBELET_API,
         "kind": "KubeletConfiguration",
         "cgroupDriver": "systemd",
-        "clusterDNS": [cluster_dns(cluster)],
-        "clusterDomain": cluster.dns_domain or DEFAULT_DNS_DOMAIN,
+        "clusterDNS": [cluster_dns(b, networking)],
+        "clusterDomain": networking.get("dnsDomain") or DEFAULT_DNS_DOMAIN,
     }
     if _dual_stack_gate_needed(b, cluster):
         doc["featureGates"] = {DUAL_STACK_GATE: True}

@@ -34,6 +34,9 @@ LEGACY_GROUP = "cluster.k8s.io"
 BOOTSTRAP_GROUP = "bootstrap.cluster.x-k8s.io"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 LEGACY_CLUSTER_NAME_LABEL = "cluster.k8s.io/cluster-name"
+# CABPK's IsControlPlaneMachine: the label's presence, whatever its value.
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+CONTROL_PLANE_INITIALIZED = "ControlPlaneInitialized"
 
 CLUSTER_VERSIONS = {f"{CAPI_GROUP}/v1beta1", f"{CAPI_GROUP}/v1beta2", f"{LEGACY_GROUP}/v1alpha1"}
 CONFIG_VERSIONS = {f"{BOOTSTRAP_GROUP}/v1beta1", f"{BOOTSTRAP_GROUP}/v1beta2"}
@@ -102,15 +105,49 @@ class _ClusterSpec(_Strict):
     control_plane_endpoint: _Endpoint | None = Field(default=None, alias="controlPlaneEndpoint")
 
 
-class _LegacyClusterStatus(_Strict):
-    api_endpoints: list[_Endpoint] = Field(default=[], alias="apiEndpoints")
+class _Condition(_Strict):
+    type: str
+    status: str
+
+
+class _Initialization(_Strict):
+    control_plane_initialized: bool = Field(default=False, alias="controlPlaneInitialized")
+
+
+class _V1Beta2Status(_Strict):
+    conditions: list[_Condition] = []
+
+
+class _ClusterStatus(_Strict):
+    """What says whether the control plane is initialized, in every API version's words."""
+
+    api_endpoints: list[_Endpoint] = Field(default=[], alias="apiEndpoints")  # v1alpha1
+    control_plane_initialized: bool = Field(default=False, alias="controlPlaneInitialized")
+    conditions: list[_Condition] = []  # v1beta1 (and v1beta2's metav1 conditions)
+    initialization: _Initialization | None = None  # v1beta2
+    v1beta2: _V1Beta2Status | None = None  # v1beta1 carrying v1beta2 conditions
+
+    def initialized_by(self) -> str | None:
+        """The status field that says the control plane is initialized, or None."""
+        if self.initialization and self.initialization.control_plane_initialized:
+            return "status.initialization.controlPlaneInitialized"
+        for path, conditions in (
+            ("status.conditions", self.conditions),
+            ("status.v1beta2.conditions", self.v1beta2.conditions if self.v1beta2 else []),
+        ):
+            for condition in conditions:
+                if condition.type == CONTROL_PLANE_INITIALIZED and condition.status == "True":
+                    return f"{path}[{CONTROL_PLANE_INITIALIZED}]"
+        if self.control_plane_initialized:
+            return "status.controlPlaneInitialized"
+        return None
 
 
 class _ClusterDoc(_Strict):
     api_version: str = Field(alias="apiVersion")
     metadata: Metadata
     spec: _ClusterSpec = _ClusterSpec()
-    status: _LegacyClusterStatus | None = None
+    status: _ClusterStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +161,9 @@ class Cluster:
     endpoint_port: int
     endpoint_field: str  # where the endpoint came from, for messages
     provider_config: Any = None
+    # The status field saying the control plane is initialized (CABPK's
+    # ControlPlaneInitialized), or None: not initialized, or a Cluster with no status.
+    initialized_by: str | None = None
 
     @property
     def name(self) -> str:
@@ -212,6 +252,7 @@ class Machine:
     annotations: dict[str, str]
     provider_config: Any = None
     uid: str | None = None
+    control_plane: bool = False  # CABPK's IsControlPlaneMachine
 
     @property
     def name(self) -> str:
@@ -440,6 +481,7 @@ def parse_cluster(doc: dict[str, Any]) -> Cluster:
         endpoint_port=ep.port,
         endpoint_field=endpoint_field,
         provider_config=provider_config,
+        initialized_by=parsed.status.initialized_by() if parsed.status else None,
     )
 
 
@@ -454,12 +496,15 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
         version = spec.versions.kubelet if spec.versions else None
         version_field = "spec.versions.kubelet"
         runtime = spec.versions.container_runtime if spec.versions else None
+        # The 2018 API's control plane: a Machine with versions.controlPlane.
+        control_plane = bool(spec.versions and spec.versions.control_plane)
     else:
         cluster_name = spec.cluster_name or meta.labels.get(CLUSTER_NAME_LABEL)
         cluster_field = "spec.clusterName"
         version = spec.version
         version_field = "spec.version"
         runtime = None
+        control_plane = CONTROL_PLANE_LABEL in meta.labels
     return Machine(
         ref=ref,
         api_version=parsed.api_version,
@@ -472,6 +517,7 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
         annotations=dict(meta.annotations),
         provider_config=spec.provider_config,
         uid=meta.uid,
+        control_plane=control_plane,
     )
 
 

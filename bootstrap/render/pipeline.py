@@ -15,8 +15,15 @@ from typing import Any
 from bootstrap import __version__
 from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, is_small_number
 from bootstrap.render import kubeadm, pki, tokens
-from bootstrap.render.cloudconfig import disk_sections, ntp_section, user_entry, user_files
+from bootstrap.render.cloudconfig import (
+    disk_sections,
+    normal_path,
+    ntp_section,
+    user_entry,
+    user_files,
+)
 from bootstrap.render.kubeadm_schema import check_document
+from bootstrap.render.objects import CONTROL_PLANE_LABEL
 from bootstrap.render.resolve import Bundle, Context, resolve
 from bootstrap.render.result import AWS_USERDATA_LIMIT, RenderOptions, RenderResult
 from bootstrap.render.runtime import check_image, choose_runtime
@@ -41,20 +48,65 @@ RETRY_ANNOTATIONS = {
 
 
 def role_of(ctx: Context) -> str:
-    """init, control-plane join or worker join, from the shape of the KubeadmConfig.
+    """init, control-plane join or worker join, decided as CABPK decides it.
 
-    A ``joinConfiguration.controlPlane`` makes a control-plane join; an init or cluster
-    configuration an init; anything else a worker. (CABPK decides from the control-plane
-    label and the Cluster's ControlPlaneInitialized state instead; the open rendering issue
-    moves nodesmith to that rule.)
+    The Machine's ``cluster.x-k8s.io/control-plane`` label (v1alpha1: ``versions.controlPlane``)
+    says what it is; the Cluster's ControlPlaneInitialized state (or an init rendered earlier
+    in this run) says what it does. The spec's shape never decides: a KubeadmControlPlane
+    scale-up config carries a ClusterConfiguration and must join, not start a second cluster.
+
+    - control plane, cluster not initialized: init, for the one Machine holding the run's
+      init lock; the others wait (transient) for that init;
+    - control plane, cluster initialized: control-plane join;
+    - worker: join once the cluster is initialized, wait (transient) until then; a worker
+      asking for ``joinConfiguration.controlPlane`` is wrong (terminal), since it would get
+      every CA private key.
+
+    Example: with ``status.conditions: [{type: ControlPlaneInitialized, status: "True"}]`` on
+    the Cluster, a labelled Machine whose config has only a ClusterConfiguration plans
+    ``join-control-plane``.
     """
-    spec = ctx.config.spec
-    join = spec.join_configuration or {}
-    if join.get("controlPlane") is not None:
+    machine, cluster, bundle = ctx.machine, ctx.cluster, ctx.bundle
+    key = (cluster.ref.namespace, cluster.name)
+    initialized = cluster.initialized_by is not None or key in bundle.initialized_here
+    if not machine.control_plane:
+        join = ctx.config.spec.join_configuration or {}
+        if join.get("controlPlane") is not None:
+            marker = (
+                "spec.versions.controlPlane"
+                if machine.api_version.startswith("cluster.k8s.io/")
+                else f"label {CONTROL_PLANE_LABEL}"
+            )
+            raise TerminalError(
+                f"is set, but Machine {machine.ref.namespace}/{machine.name} is a worker "
+                f"(no {marker}); a worker never gets the control plane's keys",
+                obj=ctx.config.ref,
+                field="spec.joinConfiguration.controlPlane",
+                reason="WorkerAsksForControlPlane",
+            )
+        if not initialized:
+            raise TransientError(
+                "the control plane is not initialized yet (no ControlPlaneInitialized in its "
+                "status and no init in this run); a worker joins after it",
+                obj=cluster.ref,
+                field="status.conditions",
+                reason="WaitingForControlPlaneInitialized",
+                retry_after=30,
+            )
+        return WORKER
+    if initialized:
         return JOIN_CP
-    if spec.init_configuration is not None or spec.cluster_configuration is not None:
-        return INIT
-    return WORKER
+    holder = bundle.init_lock.get(key, machine.name)
+    if holder != machine.name:
+        raise TransientError(
+            f"the control plane is not initialized yet and Machine {cluster.ref.namespace}/"
+            f"{holder} holds the init lock; this control plane joins after that init",
+            obj=cluster.ref,
+            field="status.conditions",
+            reason="WaitingForControlPlaneInitialized",
+            retry_after=30,
+        )
+    return INIT
 
 
 def _retry_settings(ctx: Context) -> dict[str, int]:
@@ -109,11 +161,12 @@ def _secret_pair(ctx: Context, kind: str) -> pki.KeyPair | None:
 
 
 def _control_plane_pki(
-    ctx: Context, role: str, options: RenderOptions
+    ctx: Context, role: str, options: RenderOptions, kinds: tuple[str, ...]
 ) -> tuple[dict[str, pki.KeyPair], list[dict[str, Any]]]:
+    """The CA pairs of ``kinds`` from their Secrets; an init generates the missing ones."""
     pairs: dict[str, pki.KeyPair] = {}
     missing: list[str] = []
-    for kind in pki.SECRET_SUFFIXES:
+    for kind in kinds:
         pair = _secret_pair(ctx, kind)
         if pair is None:
             missing.append(kind)
@@ -122,10 +175,12 @@ def _control_plane_pki(
     generated: list[dict[str, Any]] = []
     if missing and role == JOIN_CP:
         names = ", ".join(f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[k]}" for k in missing)
-        raise TerminalError(
-            f"a control-plane join needs the cluster's CA Secrets; missing {names}",
+        # The init that creates them may not have happened yet: CABPK requeues too.
+        raise TransientError(
+            f"a control-plane join needs the cluster's CA Secrets; {names} not in the input yet",
             obj=ctx.machine.ref,
             reason="CANotFound",
+            retry_after=30,
         )
     if missing:
         fresh = pki.generate_cluster_pki(ctx.cluster.name, options.clock())
@@ -138,6 +193,86 @@ def _control_plane_pki(
             if s["metadata"]["name"] in wanted
         ]
     return pairs, generated
+
+
+EXTERNAL_ETCD_FILES = ("caFile", "certFile", "keyFile")
+ETCD_CLIENT_SUFFIX = "apiserver-etcd-client"
+
+
+def external_etcd(ctx: Context) -> dict[str, str] | None:
+    """``clusterConfiguration.etcd.external``'s file paths, checked, or None (stacked etcd)."""
+    etcd = (ctx.config.spec.cluster_configuration or {}).get("etcd")
+    external = etcd.get("external") if isinstance(etcd, dict) else None
+    if external is None:
+        return None
+    path = "spec.clusterConfiguration.etcd.external"
+    if not isinstance(external, dict):
+        raise invalid(ctx.config.ref, path, external, "must be a mapping")
+    files: dict[str, str] = {}
+    for key in EXTERNAL_ETCD_FILES:
+        value = external.get(key)
+        if not isinstance(value, str) or not value.startswith("/") or value.endswith("/"):
+            raise invalid(ctx.config.ref, f"{path}.{key}", value, "must be an absolute file path")
+        files[key] = normal_path(value)
+    return files
+
+
+def external_etcd_files(ctx: Context, paths: dict[str, str]) -> list[dict[str, Any]]:
+    """CABPK's external-etcd certificates: the etcd CA certificate from ``<cluster>-etcd`` (its
+    key, if the Secret has one, stays there) and the API server's client pair from
+    ``<cluster>-apiserver-etcd-client``, written where the ClusterConfiguration says.
+
+    Neither can be generated (the etcd is someone else's), so a missing Secret waits.
+    """
+    namespace, cluster = ctx.machine.ref.namespace, ctx.cluster.name
+    found: dict[str, tuple[Any, bytes, bytes | None]] = {}
+    for suffix, needs_key in (("etcd", False), (ETCD_CLIENT_SUFFIX, True)):
+        name = f"{cluster}-{suffix}"
+        secret = ctx.secret(name)
+        if secret is None:
+            raise TransientError(
+                f"external etcd: Secret {namespace}/{name} is not in the input yet; nodesmith "
+                "cannot generate another party's etcd certificates",
+                obj=ctx.machine.ref,
+                reason="ExternalEtcdSecretNotFound",
+                retry_after=30,
+            )
+        cert, key = secret.data.get("tls.crt"), secret.data.get("tls.key")
+        if not cert or (needs_key and not key):
+            missing = "tls.crt" if not cert else "tls.key"
+            raise TerminalError(
+                f"has no {missing}",
+                obj=secret.ref,
+                field=f"data[{missing}]",
+                reason="InvalidSecret",
+            )
+        found[suffix] = (secret.ref, cert, key)
+    checks = (
+        ("etcd", lambda cert, key: pki.KeyPair(pki.check_ca_cert(cert), b"")),
+        (ETCD_CLIENT_SUFFIX, pki.load_client_pair),
+    )
+    loaded: dict[str, pki.KeyPair] = {}
+    for suffix, check in checks:
+        ref, cert, key = found[suffix]
+        try:
+            loaded[suffix] = check(cert, key or b"")
+        except ValueError as exc:
+            raise TerminalError(
+                f"is not usable for the external etcd: {exc}",
+                obj=ref,
+                field="data",
+                reason="InvalidSecret",
+            ) from None
+    ca, client = loaded["etcd"].cert_pem, loaded[ETCD_CLIENT_SUFFIX]
+    return [
+        _pem_file(paths["caFile"], ca, "0640"),
+        _pem_file(paths["certFile"], client.cert_pem, "0640"),
+        _pem_file(paths["keyFile"], client.key_pem, "0600"),
+    ]
+
+
+def _pem_file(path: str, pem: bytes, permissions: str) -> dict[str, Any]:
+    return {"path": path, "owner": "root:root", "permissions": permissions, "content": pem.decode()}
 
 
 def _discovery(
@@ -188,6 +323,10 @@ def _discovery(
         ca_name = f"{ctx.cluster.name}-ca"
         ca = ctx.secret(ca_name)
         cert = ca.data.get("tls.crt") if ca else None
+        if ca is not None and not cert:
+            raise TerminalError(
+                "has no tls.crt", obj=ca.ref, field="data[tls.crt]", reason="InvalidSecret"
+            )
         if cert:
             try:
                 values["caCertHashes"] = [_ca_hash(cert)]
@@ -205,12 +344,14 @@ def _discovery(
                 "not pin the cluster CA (--unsafe-skip-ca-verification)"
             )
         else:
-            raise TerminalError(
+            # Not yet: the init that creates the CA may still be ahead (CABPK requeues).
+            raise TransientError(
                 f"cannot pin the cluster CA for discovery: Secret "
-                f"{ctx.machine.ref.namespace}/{ca_name} (tls.crt) is not in the input; "
-                "add it or pass --unsafe-skip-ca-verification",
+                f"{ctx.machine.ref.namespace}/{ca_name} (tls.crt) is not in the input yet; "
+                "retry when it exists, or pass --unsafe-skip-ca-verification",
                 obj=ctx.machine.ref,
                 reason="CANotFound",
+                retry_after=30,
             )
     return values, str(token), token_secret
 
@@ -251,6 +392,21 @@ class _Plan:
     generated: list[dict[str, Any]] = field(default_factory=list)
     token_secret: dict[str, Any] | None = None
     redact: list[str] = field(default_factory=list)
+    certificates_dir: str = pki.PKI_DIR
+
+
+def certificates_dir(ctx: Context) -> str:
+    """Where kubeadm looks for the CAs: ``clusterConfiguration.certificatesDir`` or its default.
+
+    The CAs nodesmith writes must land there, or kubeadm generates a second, unpinned CA.
+    """
+    given = (ctx.config.spec.cluster_configuration or {}).get("certificatesDir")
+    if given is None or given == "":
+        return pki.PKI_DIR
+    field_ = "spec.clusterConfiguration.certificatesDir"
+    if not isinstance(given, str) or not given.startswith("/") or normal_path(given) == "/":
+        raise invalid(ctx.config.ref, field_, given, "must be an absolute directory path")
+    return normal_path(given)
 
 
 def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
@@ -261,8 +417,12 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
     """
     ctx, spec, b = plan.ctx, plan.ctx.config.spec, plan.builder
     if plan.role in (INIT, JOIN_CP):
-        pairs, plan.generated = _control_plane_pki(ctx, plan.role, plan.options)
-        plan.files += pki.pki_files(pairs)
+        etcd = external_etcd(ctx)
+        kinds = tuple(k for k in pki.KINDS if k != "etcd") if etcd else pki.KINDS
+        pairs, plan.generated = _control_plane_pki(ctx, plan.role, plan.options, kinds)
+        plan.files += pki.pki_files(pairs, plan.certificates_dir, kinds)
+        if etcd:
+            plan.files += external_etcd_files(ctx, etcd)
     if plan.role == INIT:
         if ctx.cluster.endpoint is None:
             plan.warnings.append(
@@ -270,11 +430,10 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
                 "cannot grow past this one control-plane node"
             )
         init = kubeadm.init_configuration(b, spec.init_configuration, plan.runtime_socket)
-        documents = [
-            kubeadm.cluster_configuration(b, spec.cluster_configuration, ctx.cluster, init),
-            init,
-            kubeadm.kubelet_configuration(b, ctx.cluster),
-        ]
+        cluster_doc = kubeadm.cluster_configuration(
+            b, spec.cluster_configuration, ctx.cluster, init
+        )
+        documents = [cluster_doc, init, kubeadm.kubelet_configuration(b, ctx.cluster, cluster_doc)]
         path, verb = KUBEADM_INIT_PATH, "init"
     else:
         discovery, token, plan.token_secret = _discovery(ctx, plan.options, plan.warnings)
@@ -305,6 +464,8 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
         "post": list(spec.post_kubeadm_commands),
         **_retry_settings(plan.ctx),
         "redact": plan.redact,
+        # kubeadm reset empties it; the script puts nodesmith's CAs back before a retry.
+        **({"pkiDir": plan.certificates_dir} if plan.certificates_dir != pki.PKI_DIR else {}),
     }
 
 
@@ -371,7 +532,16 @@ def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
             ctx.machine, runtime, version, options.image_manifest, options.allow_runtime_install
         )
     builder = kubeadm.Builder(obj=ctx.config.ref, version=version, warnings=warnings)
-    return _Plan(ctx, options, role_of(ctx), builder, runtime.socket, install, warnings)
+    plan = _Plan(ctx, options, role_of(ctx), builder, runtime.socket, install, warnings)
+    plan.certificates_dir = certificates_dir(ctx)
+    # As CABPK: what this role does not use is ignored, but said (a join's ClusterConfiguration
+    # still gives certificatesDir and external etcd).
+    unused = ["initConfiguration"] if plan.role != INIT and spec.init_configuration else []
+    if plan.role == WORKER and spec.cluster_configuration:
+        unused.append("clusterConfiguration")
+    for name in unused:
+        warnings.append(f"spec.{name} is ignored: this Machine renders {plan.role}")
+    return plan
 
 
 def render_machine(
@@ -389,6 +559,9 @@ def render_machine(
     bundle = objects if isinstance(objects, Bundle) else Bundle(objects)
     ctx = resolve(bundle, machine)
     plan = plan_for(ctx, options)
+    cluster_key = (ctx.cluster.ref.namespace, ctx.cluster.name)
+    if plan.role == INIT:  # CABPK's init lock; a failed init keeps it, as there
+        bundle.init_lock.setdefault(cluster_key, ctx.machine.name)
     name = f"{ctx.machine.ref.namespace}/{ctx.machine.name}"
     text = render(
         "cloud-config.yaml.j2",
@@ -405,6 +578,8 @@ def render_machine(
             f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
             "use --gzip (cloud-init reads gzipped userdata)"
         )
+    if plan.role == INIT:
+        bundle.initialized_here.add(cluster_key)
     ref = ctx.config.ref
     return RenderResult(
         machine=name,

@@ -47,7 +47,7 @@ _BACKDATE = timedelta(minutes=5)
 """kubeadm backdates NotBefore a little so a node with a slightly slow clock accepts the CA."""
 
 _RSA_BITS = 2048
-_PKI_DIR = "/etc/kubernetes/pki"
+PKI_DIR = "/etc/kubernetes/pki"  # kubeadm's default certificatesDir
 
 # kind -> (certificate path, key path) under /etc/kubernetes/pki, as kubeadm expects them.
 _FILES = {
@@ -221,17 +221,53 @@ def load_pair(cert_pem: bytes | str, key_pem: bytes | str, kind: str) -> KeyPair
     return KeyPair(cert_pem, key_pem)
 
 
+def load_client_pair(cert_pem: bytes | str, key_pem: bytes | str) -> KeyPair:
+    """Validate a client certificate and its key (an external etcd's apiserver client pair):
+    both parse and belong together. Raises ValueError with a short reason."""
+    cert_pem, key_pem = _as_bytes(cert_pem), _as_bytes(key_pem)
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError:
+        raise ValueError("private key is encrypted; an unencrypted PEM key is needed") from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise ValueError(f"PEM private key does not parse ({_short(exc)})") from None
+    if _spki_der(_load_cert(cert_pem).public_key()) != _spki_der(key.public_key()):
+        raise ValueError("certificate does not match the private key")
+    return KeyPair(cert_pem, key_pem)
+
+
+def check_ca_cert(cert_pem: bytes | str) -> bytes:
+    """A CA certificate alone (an external etcd's CA: its key stays with etcd)."""
+    cert_pem = _as_bytes(cert_pem)
+    cert = _load_cert(cert_pem)
+    try:
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise ValueError("certificate is not a CA (BasicConstraints CA:TRUE missing)")
+    return cert_pem
+
+
 def _require(pairs: dict[str, KeyPair]) -> None:
     missing = [kind for kind in KINDS if kind not in pairs]
     if missing:
         raise ValueError(f"missing key pairs: {', '.join(missing)}")
 
 
-def pki_files(pairs: dict[str, KeyPair]) -> list[dict[str, str]]:
-    """cloud-init ``write_files`` entries for ``/etc/kubernetes/pki``: certs 0640, keys 0600."""
-    _require(pairs)
+def pki_files(
+    pairs: dict[str, KeyPair], directory: str = PKI_DIR, kinds: tuple[str, ...] = KINDS
+) -> list[dict[str, str]]:
+    """cloud-init ``write_files`` entries under ``directory`` (the ClusterConfiguration's
+    certificatesDir, where kubeadm looks for the CAs): certs 0640, keys 0600.
+
+    ``kinds`` leaves out ``etcd`` for an external etcd, whose CA key nodesmith never writes.
+    """
+    missing = [kind for kind in kinds if kind not in pairs]
+    if missing:
+        raise ValueError(f"missing key pairs: {', '.join(missing)}")
     files: list[dict[str, str]] = []
-    for kind in KINDS:
+    for kind in kinds:
         cert_name, key_name = _FILES[kind]
         for name, data, mode in (
             (cert_name, pairs[kind].cert_pem, "0640"),
@@ -239,7 +275,7 @@ def pki_files(pairs: dict[str, KeyPair]) -> list[dict[str, str]]:
         ):
             files.append(
                 {
-                    "path": f"{_PKI_DIR}/{name}",
+                    "path": f"{directory}/{name}",
                     "owner": "root:root",
                     "permissions": mode,
                     "content": data.decode("ascii"),
@@ -279,7 +315,9 @@ __all__ = [
     "KINDS",
     "SECRET_SUFFIXES",
     "KeyPair",
+    "check_ca_cert",
     "generate_cluster_pki",
+    "load_client_pair",
     "load_pair",
     "pki_files",
     "pki_secrets",

@@ -45,8 +45,15 @@ BASE = DATA / "v1beta1-v1beta4" / "bundle.yaml"
 # ---------------------------------------------------------------- helpers
 
 
-def base_docs(ca: bool = True) -> list[dict[str, Any]]:
+INITIALIZED = {"conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]}
+
+
+def base_docs(ca: bool = True, initialized: bool = True) -> list[dict[str, Any]]:
+    """The golden bundle; its Cluster initialized unless asked otherwise, so that md-0 and
+    cp-1 join (they would wait for the control plane) and cp-0 joins as a control plane."""
     docs = [d for d in yaml.safe_load_all(BASE.read_text()) if d]
+    if initialized:
+        find(docs, "Cluster", "alpha")["status"] = copy.deepcopy(INITIALIZED)
     if ca:
         docs += [d for d in yaml.safe_load_all(CA_SECRETS.read_text()) if d]
     return docs
@@ -176,7 +183,9 @@ def _set_spec(field: str, value: Any) -> Any:
 
 
 def _set_init_tokens(docs: list[dict[str, Any]]) -> None:
-    find(docs, "KubeadmConfig", "md-0")["spec"]["initConfiguration"] = {
+    """On the init (cp-0 of a Cluster not initialized yet): a worker ignores initConfiguration."""
+    find(docs, "Cluster", "alpha").pop("status")
+    find(docs, "KubeadmConfig", "cp-0")["spec"]["initConfiguration"] = {
         "bootstrapTokens": {"token": "abcdef." + SECRET_TEXT[-16:]}
     }
 
@@ -192,7 +201,7 @@ SECRET_ERRORS = [
      "nodesmith: error: KubeadmConfig prod/md-0 spec.users[0].passwd: Input should be a valid "
      "string (got a list, not shown: it may be secret)"),
     (_set_init_tokens,
-     "nodesmith: error: KubeadmConfig prod/md-0 InitConfiguration.bootstrapTokens: expected a "
+     "nodesmith: error: KubeadmConfig prod/cp-0 InitConfiguration.bootstrapTokens: expected a "
      "list of BootstrapToken{token, description, ttl, expires, usages, groups} "
      "(kubeadm.k8s.io/v1beta4) (got a map with keys ['token'])"),
     (_set_spec("format", "y" * 3000 + "\nz"),
@@ -258,7 +267,8 @@ def test_errors_never_show_secret_values(
 ) -> None:
     docs = base_docs()
     mutate(docs)
-    code, out, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
+    machine = line.split("KubeadmConfig ")[1].split()[0]  # the Machine the line names
+    code, out, err = run(capsys, "-f", write(tmp_path, docs), "--machine", machine)
     assert (code, out, err.strip()) == (65, "", line)
     assert SECRET_TEXT[-16:] not in err
 
@@ -377,7 +387,7 @@ def test_kubelet_mismatch_installs_when_allowed(
 def test_init_without_endpoint_renders_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    docs = base_docs()
+    docs = base_docs(initialized=False)
     del find(docs, "Cluster", "alpha")["spec"]["controlPlaneEndpoint"]
     path = write(tmp_path, docs)
     # A join waits (ERRORS["join-without-endpoint"]); an init renders, with a warning.
@@ -408,7 +418,7 @@ def test_secrets_only_from_machine_namespace(
     # Only the decoy namespace has the CA: the prod join must not pin it.
     docs = base_docs(ca=False)
     code, _, err = run(capsys, "-f", write(tmp_path, docs), "--machine", "prod/md-0")
-    assert code == 65
+    assert code == 75  # not there yet: waits, as CABPK requeues
     assert "prod/alpha-ca" in err
     # Move the whole prod set to another namespace with a CA: it pins its own CA.
     moved = []
@@ -511,13 +521,13 @@ ERRORS: dict[str, tuple[Any, list[str], int, list[str]]] = {
     "join-without-ca": (
         _docs_without_ca,
         ["--machine", "prod/md-0"],
-        65,
+        75,
         ["Machine prod/md-0", "prod/alpha-ca", "--unsafe-skip-ca-verification"],
     ),
     "control-plane-join-without-ca": (
         _docs_without_ca,
         ["--machine", "prod/cp-1", "--unsafe-skip-ca-verification"],
-        65,
+        75,
         ["Machine prod/cp-1", "alpha-ca"],
     ),
     "manifest-unreadable": (
@@ -643,9 +653,9 @@ def test_usage_errors(args: list[str], capsys: pytest.CaptureFixture[str]) -> No
 # ---------------------------------------------------------------- outputs
 
 
-def test_output_json(capsys: pytest.CaptureFixture[str]) -> None:
+def test_output_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, _ = render_ok(
-        capsys, "-f", str(BASE), "-f", str(CA_SECRETS), "--machine", "prod/md-0", "-o", "json"
+        capsys, "-f", write(tmp_path, base_docs()), "--machine", "prod/md-0", "-o", "json"
     )
     env = json.loads(out)
     assert {"format", "value", "sha256", "size", "warnings"} <= set(env)
@@ -658,15 +668,17 @@ def test_output_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert_valid_cloud_config(env["value"])
 
 
-def test_output_secret(capsys: pytest.CaptureFixture[str]) -> None:
+def test_output_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, base_docs())
     for machine, uid in (
         ("prod/cp-0", "0f6b1c9e-3f44-4c55-9a63-4f2c8b1d7a01"),
         ("prod/md-0", None),
     ):
-        out, _ = render_ok(
-            capsys, "-f", str(BASE), "-f", str(CA_SECRETS), "--machine", machine, "-o", "secret"
-        )
-        secret = yaml.safe_load(out)
+        out, _ = render_ok(capsys, "-f", path, "--machine", machine, "-o", "secret")
+        secret, *rest = yaml.safe_load_all(out)
+        # md-0's config names its token; cp-0 (a control-plane join here) gets a generated
+        # one, whose Secret follows in the same stream so that `kubectl apply` keeps it.
+        assert len(rest) == (0 if machine == "prod/md-0" else 1)
         name = machine.split("/")[1]
         assert secret["kind"] == "Secret" and secret["apiVersion"] == "v1"
         assert secret["metadata"]["name"] == name and secret["metadata"]["namespace"] == "prod"
@@ -688,9 +700,31 @@ def test_output_secret(capsys: pytest.CaptureFixture[str]) -> None:
             ]
         else:
             assert owners is None
+        for token_secret in rest:
+            assert token_secret["type"] == "bootstrap.kubernetes.io/token"
+            data = {k: base64.b64decode(v).decode() for k, v in token_secret["data"].items()}
+            token = f"{data['token-id']}.{data['token-secret']}"
+            userdata = yaml.safe_load(base64.b64decode(secret["data"]["value"]))
+            (join,) = kubeadm_documents(userdata, "/run/kubeadm/kubeadm-join-config.yaml")
+            assert join["discovery"]["bootstrapToken"]["token"] == token
+
+
+def test_userdata_with_a_generated_token_warns_to_keep_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = base_docs()
+    token_given = find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]["discovery"]
+    del token_given["bootstrapToken"]["token"]
+    path = write(tmp_path, docs)
+    _, err = render_ok(capsys, "-f", path, "--machine", "prod/md-0")
+    assert "a bootstrap token was generated; pass --token-secret-out" in err
+    _, err = render_ok(capsys, "-f", path, "--machine", "prod/md-0",
+                       "--token-secret-out", str(tmp_path / "token.yaml"))  # fmt: skip
+    assert "bootstrap token" not in err
 
 
 def test_gzip_and_size_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    # The golden bundle's Cluster has no status: cp-0 inits, with every CA in its userdata.
     plain, err = render_ok(capsys, "-f", str(BASE), "-f", str(CA_SECRETS), "--machine", "prod/cp-0")
     assert len(plain.encode()) > 16 * 1024
     assert "over the 16 KiB AWS limit" in err and "--gzip" in err
@@ -890,8 +924,7 @@ def test_token_secret_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_secrets_out_then_join_pins_same_ca(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    docs = base_docs(ca=False)
-    path = write(tmp_path, docs)
+    path = write(tmp_path, base_docs(ca=False, initialized=False))
     secrets_out = tmp_path / "secrets.yaml"
     out, _ = render_ok(
         capsys, "-f", path, "--machine", "prod/cp-0", "--secrets-out", str(secrets_out)
@@ -905,12 +938,15 @@ def test_secrets_out_then_join_pins_same_ca(
     assert {s["metadata"]["namespace"] for s in secrets} == {"prod"}
     ca_pem = secret_data(secrets_out, "alpha-ca", "prod", "tls.crt")
     assert files_by_path(init_cc)["/etc/kubernetes/pki/ca.crt"]["content"].encode() == ca_pem
+    # Later, the Cluster says it is initialized: the worker joins, pinning that CA.
+    path = write(tmp_path, base_docs(ca=False), "initialized.yaml")
     out, _ = render_ok(capsys, "-f", path, "-f", str(secrets_out), "--machine", "prod/md-0")
     (join,) = kubeadm_documents(
         assert_valid_cloud_config(out), "/run/kubeadm/kubeadm-join-config.yaml"
     )
     assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [openssl_spki_hash(ca_pem)]
     # --all does the same in one go: the join pins the CA the init generated.
+    path = write(tmp_path, base_docs(ca=False, initialized=False), "fresh.yaml")
     out_dir = tmp_path / "all"
     secrets_all = tmp_path / "all-secrets.yaml"
     render_ok(
@@ -923,17 +959,20 @@ def test_secrets_out_then_join_pins_same_ca(
 
 
 def test_stdin_input(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(BASE.read_text()))
+    stream = yaml.safe_dump_all(base_docs(ca=False), sort_keys=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stream))
     out, _ = render_ok(capsys, "-f", "-", "-f", str(CA_SECRETS), "--machine", "prod/md-0")
     assert_valid_cloud_config(out)
 
 
-def test_directory_input_matches_files(capsys: pytest.CaptureFixture[str]) -> None:
-    from_dir, _ = render_ok(
-        capsys, "-f", str(DATA / "v1beta2-v1beta3"), "-f", str(CA_SECRETS), "--machine", "prod/md-0"
-    )
-    golden = DATA / "golden" / "v1beta2-v1beta3" / "worker-join.cloud-config"
-    assert from_dir == golden.read_text()
+def test_directory_input_matches_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "out"
+    render_ok(capsys, "--all", "-f", str(DATA / "v1beta2-v1beta3"), "-f", str(CA_SECRETS),
+              "--out-dir", str(out_dir))  # fmt: skip
+    golden = DATA / "golden" / "v1beta2-v1beta3"
+    for machine, role in (("cp-0", "init-control-plane"), ("md-0", "worker-join")):
+        rendered = (out_dir / f"prod_{machine}.cloud-config").read_text()
+        assert rendered == (golden / f"{role}.cloud-config").read_text()
 
 
 # ---------------------------------------------------------------- real entry point
@@ -971,7 +1010,8 @@ def test_subprocess_exit_codes(tmp_path: Path) -> None:
         "-",
         "--machine",
         "prod/md-0",
-        stdin=BASE.read_text() + CA_SECRETS.read_text().replace("# Fixed", "---\n# Fixed", 1),
+        stdin=yaml.safe_dump_all(base_docs(ca=False), sort_keys=False)
+        + CA_SECRETS.read_text().replace("# Fixed", "---\n# Fixed", 1),
     )
     assert proc.returncode == 0, proc.stderr
     assert_valid_cloud_config(proc.stdout)
@@ -1027,7 +1067,7 @@ def test_partial_ca_secrets_generate_only_the_missing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Found by the property test: a missing alpha-ca with the other three present crashed."""
-    docs = [d for d in base_docs() if d["metadata"]["name"] != "alpha-ca"]
+    docs = [d for d in base_docs(initialized=False) if d["metadata"]["name"] != "alpha-ca"]
     secrets_out = tmp_path / "secrets.yaml"
     out, _ = render_ok(
         capsys,

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from test_artifacts import sha256
 
 from bootstrap.manifest import load_manifest
+from bootstrap.render.loader import load_paths
 
 pytestmark = [pytest.mark.image, pytest.mark.vm]
 
@@ -86,9 +88,16 @@ def test_packer_image_boots_as_a_node(packer_image: Path, tmp_path: Path) -> Non
     subprocess.run([nodesmith, "render", "--all", "-f", str(repo / "examples"), "--out-dir",
                     str(tmp_path / "render"), "--secrets-out", str(cas)],
                    check=True, capture_output=True, env=env)  # fmt: skip
+    # The control plane those CAs belong to is now initialized: the worker joins, not waits.
+    objects = load_paths([str(repo / "examples")])
+    next(o for o in objects if o["kind"] == "Cluster")["status"] = {
+        "conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]
+    }
+    bundle = tmp_path / "initialized.yaml"
+    bundle.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
     report = tmp_path / "report.json"
     proc = subprocess.run(
-        [nodesmith, "verify", str(packer_image / "image.qcow2"), "-f", str(repo / "examples"),
+        [nodesmith, "verify", str(packer_image / "image.qcow2"), "-f", str(bundle),
          "-f", str(cas), "--machine", "default/demo-md-0", "--no-image-manifest",
          "--expect-bootstrap", "Failed:KubeadmNotFound", "--json", str(report)],
         capture_output=True, text=True, timeout=900, env=env, check=False,

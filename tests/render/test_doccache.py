@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_yamlio import TRICKY, corpus, same
 
-from bootstrap.render import RenderOptions, render_machine, yamlio
+from bootstrap.render import RenderOptions, yamlio
+from bootstrap.render.batch import render_all
 from bootstrap.render.doccache import DocumentCache
 from bootstrap.render.loader import parse_text
 from bootstrap.render.resolve import Bundle
@@ -120,6 +121,7 @@ def test_rendering_never_modifies_the_shared_objects(path: Path) -> None:
     for _ in range(2):
         again = parse_text(text, "bundle", cache)
         assert all(a is b for a, b in zip(again, objects, strict=True))  # really shared
-        for namespace, name in machines:
-            assert render_machine(again, f"{namespace}/{name}", RenderOptions()).userdata
+        names = [f"{namespace}/{name}" for namespace, name in machines]
+        batch = render_all(Bundle(again), names, RenderOptions())  # init, then its joins
+        assert not batch.failures and all(r.userdata for r in batch.results)
         assert again == pristine

@@ -24,9 +24,13 @@ def _builder(version: str) -> kubeadm.Builder:
     return kubeadm.Builder(obj=CONFIG, version=parse_version(version, CONFIG, "spec.version"))
 
 
-def _cluster(pods: tuple[str, ...] = ("10.244.0.0/16",), services: tuple[str, ...] = ()) -> Cluster:
+def _cluster(
+    pods: tuple[str, ...] = ("10.244.0.0/16",),
+    services: tuple[str, ...] = (),
+    domain: str | None = None,
+) -> Cluster:
     return Cluster(ref=ObjectRef("Cluster", "default", "demo"), api_version="v1beta1",
-                   pod_cidrs=pods, service_cidrs=services, dns_domain=None,
+                   pod_cidrs=pods, service_cidrs=services, dns_domain=domain,
                    endpoint_host="192.168.57.10", endpoint_port=6443,
                    endpoint_field="spec.controlPlaneEndpoint")  # fmt: skip
 
@@ -117,7 +121,7 @@ def test_dual_stack_gate_before_1_21(
     cluster = _cluster(pods, services)
     init = kubeadm.init_configuration(b, {}, SOCKET)
     doc = kubeadm.cluster_configuration(b, {}, cluster, init)
-    kubelet = kubeadm.kubelet_configuration(b, cluster)
+    kubelet = kubeadm.kubelet_configuration(b, cluster, doc)
     assert (doc.get("featureGates") or {}).get("IPv6DualStack") == gate
     assert (kubelet.get("featureGates") or {}).get("IPv6DualStack") == gate
     assert bool(b.warnings) == bool(gate)
@@ -133,10 +137,73 @@ def test_dual_stack_gate_turned_off_is_terminal() -> None:
     assert "spec.clusterConfiguration.featureGates.IPv6DualStack" in str(caught.value)
 
 
+NET = {"serviceSubnet": "10.100.0.0/16", "dnsDomain": "corp.local"}
+
+
 @pytest.mark.parametrize(
-    ("services", "dns"),
-    [((), "10.96.0.10"), (("10.100.0.0/16",), "10.100.0.10"), (("10.128.0.0/12",), "10.128.0.10")],
+    ("services", "domain", "networking", "dns", "kubelet_domain"),
+    [
+        ((), None, {}, "10.96.0.10", "cluster.local"),
+        (("10.100.0.0/16",), None, {}, "10.100.0.10", "cluster.local"),
+        (("10.128.0.0/12", "fd00:20::/108"), "corp.local", {}, "10.128.0.10", "corp.local"),
+        # The KubeadmConfig's own networking counts when the Cluster is silent ...
+        ((), None, NET, "10.100.0.10", "corp.local"),
+        # ... and the Cluster's wins where it speaks, in kubeadm and the kubelet alike.
+        (("10.128.0.0/12",), None, NET, "10.128.0.10", "corp.local"),
+        (("10.128.0.0/12",), "example.org", NET, "10.128.0.10", "example.org"),
+    ],
 )
-def test_kubelet_cluster_dns_is_base_plus_ten(services: tuple[str, ...], dns: str) -> None:
-    doc = kubeadm.kubelet_configuration(_builder("v1.20.2"), _cluster(services=services))
-    assert doc["clusterDNS"] == [dns] and doc["clusterDomain"] == "cluster.local"
+def test_kubelet_dns_agrees_with_the_rendered_networking(
+    services: tuple[str, ...], domain: str | None, networking: dict[str, str], dns: str,
+    kubelet_domain: str,
+) -> None:  # fmt: skip
+    b = _builder("v1.20.2")
+    cluster = _cluster(services=services, domain=domain)
+    doc = kubeadm.cluster_configuration(b, {"networking": dict(networking)}, cluster, {})
+    kubelet = kubeadm.kubelet_configuration(b, cluster, doc)
+    assert kubelet["clusterDNS"] == [dns] and kubelet["clusterDomain"] == kubelet_domain
+    assert doc["networking"].get("dnsDomain", "cluster.local") == kubelet_domain
+
+
+@pytest.mark.parametrize("subnet", ["10.100.0.0/29", "not-a-cidr"])
+def test_kubelet_dns_needs_a_usable_service_subnet(subnet: str) -> None:
+    b = _builder("v1.20.2")
+    with pytest.raises(TerminalError) as caught:
+        kubeadm.kubelet_configuration(b, _cluster(), {"networking": {"serviceSubnet": subnet}})
+    assert "spec.clusterConfiguration.networking.serviceSubnet" in str(caught.value)
+    assert subnet in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("taint", "field", "shown"),
+    [
+        ({"key": "bad key with spaces", "effect": "NoSchedule"}, "taints[0].key", "bad key"),
+        ({"key": "dedicated", "effect": "NoWhere"}, "taints[0].effect", "NoWhere"),
+        ({"key": "dedicated"}, "taints[0].effect", "None"),
+        ({"key": "-lead/x", "effect": "NoSchedule"}, "taints[0].key", "-lead/x"),
+        ({"key": "a/b/c", "effect": "NoSchedule"}, "taints[0].key", "a/b/c"),
+        ({"key": "x" * 64, "effect": "NoSchedule"}, "taints[0].key", "xxx"),
+        ({"key": "k", "value": "has space", "effect": "NoExecute"}, "taints[0].value", "has"),
+        ("dedicated=gpu:NoSchedule", "taints[0]", "dedicated=gpu"),
+    ],
+)
+@pytest.mark.parametrize("worker", [True, False])
+def test_wrong_taints_are_refused(taint: Any, field: str, shown: str, worker: bool) -> None:
+    path = "spec.joinConfiguration.nodeRegistration"
+    with pytest.raises(TerminalError) as caught:
+        kubeadm.node_registration(_builder("v1.30.6"), {"taints": [taint]}, path, SOCKET, worker)
+    assert f"{path}.{field}" in str(caught.value) and shown in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "taint",
+    [
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "gpu_a-1.x", "effect": "PreferNoSchedule"},
+        {"key": "example.com/maint", "value": None, "effect": "NoExecute"},
+    ],
+)
+def test_valid_taints_pass_through(taint: dict[str, Any]) -> None:
+    path = "spec.initConfiguration.nodeRegistration"
+    reg = kubeadm.node_registration(_builder("v1.30.6"), {"taints": [taint]}, path, SOCKET, False)
+    assert reg["taints"] == [taint]

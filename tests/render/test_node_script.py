@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bootstrap.render import RenderOptions, render_machine
+from bootstrap.render import RenderOptions
+from bootstrap.render.batch import render_all
 from bootstrap.render.loader import load_paths
+from bootstrap.render.resolve import Bundle
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(
@@ -107,7 +109,11 @@ def _rendered(
             obj["metadata"].setdefault("annotations", {}).update(annotations)
         if obj["kind"] == "Machine" and version:
             obj["spec"]["version"] = version
-    result = render_machine(objects, machine, RenderOptions(unsafe_skip_ca_verification=True))
+    bundle = Bundle(objects)  # the whole cluster in one run: the workers join its init
+    names = [f"{namespace}/{name}" for namespace, name in bundle.machines]
+    batch = render_all(bundle, names, RenderOptions(unsafe_skip_ca_verification=True))
+    assert not batch.failures, batch.failures
+    result = next(r for r in batch.results if r.machine == machine)
     files = {f["path"]: f for f in yaml.safe_load(result.userdata)["write_files"]}
     return files
 

@@ -40,7 +40,8 @@ from render_helpers import (
     secret_data,
 )
 
-from bootstrap.render import RenderOptions, RenderResult, render_machine
+from bootstrap.render import RenderOptions, RenderResult
+from bootstrap.render.batch import render_all
 from bootstrap.render.loader import load_paths
 from bootstrap.render.resolve import Bundle
 
@@ -62,9 +63,19 @@ PKI_MODES = {
 
 
 @cache
-def _render(generation: str, api: str, role: str) -> RenderResult:
+def _render_run(generation: str, api: str) -> dict[str, RenderResult]:
+    """The bundle's three Machines in one run, as ``render --all`` renders them: the Cluster
+    is not initialized, so cp-0 takes the init lock, cp-1 joins it and md-0 follows."""
     bundle = Bundle(load_paths([str(DATA / f"{generation}-{api}"), str(CA_SECRETS)]))
-    return render_machine(bundle, f"prod/{ROLE_MACHINES[role]}", RenderOptions(now=FIXED_NOW))
+    batch = render_all(
+        bundle, [f"prod/{m}" for m in ROLE_MACHINES.values()], RenderOptions(now=FIXED_NOW)
+    )
+    assert not batch.failures, batch.failures
+    return {result.machine.removeprefix("prod/"): result for result in batch.results}
+
+
+def _render(generation: str, api: str, role: str) -> RenderResult:
+    return _render_run(generation, api)[ROLE_MACHINES[role]]
 
 
 @cache
@@ -96,7 +107,7 @@ def test_golden(generation: str, api: str, role: str) -> None:
     assert golden.exists(), f"no golden {golden}; run with NODESMITH_UPDATE_GOLDEN=1"
     assert text == golden.read_text(), f"render differs from {golden}"
     # Deterministic: the same input renders the same bytes again.
-    _render.cache_clear()
+    _render_run.cache_clear()
     assert _render(generation, api, role).userdata == result.userdata
 
 

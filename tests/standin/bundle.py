@@ -52,9 +52,12 @@ def standin_files(control: dict[str, Any]) -> list[dict[str, Any]]:
 def worker_bundle(
     dest: Path, machines: dict[str, dict[str, Any]], *, backoff: int = 1, deadline: int = 120
 ) -> Path:
-    """Write examples' Cluster plus one worker Machine/KubeadmConfig per entry of ``machines``
-    (name -> stand-in control) to ``dest/bundle.yaml``."""
+    """Write examples' Cluster (initialized) plus one worker Machine/KubeadmConfig per entry of
+    ``machines`` (name -> stand-in control) to ``dest/bundle.yaml``."""
     objects = _load("cluster.yaml")
+    # The stand-in control plane "exists": the workers join now instead of waiting for it.
+    cluster = next(o for o in objects if o["kind"] == "Cluster")
+    cluster["status"] = {"conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]}
     worker = _load("worker.yaml")
     machine = next(o for o in worker if o["kind"] == "Machine")
     config = next(o for o in worker if o["kind"] == "KubeadmConfig")

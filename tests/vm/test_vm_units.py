@@ -179,13 +179,14 @@ def test_suite_dir_is_the_node_suite() -> None:
 @pytest.mark.parametrize(
     ("argv", "code"),
     [
-        # The worker renders first: without the CA Secret it cannot pin the CA (terminal).
+        # The worker renders first: the examples' Cluster is not initialized, so it waits.
         (["vm", "up", "/nonexistent.qcow2", "-f", "examples/", "--machine", "default/demo-md-0"],
-         65),
+         75),
         (["vm", "down", "no-such-vm"], 2),
         (["verify"], 2),
+        # A wrong VM name is refused before anything renders.
         (["vm", "up", "x.qcow2", "--name", "Bad_Name", "-f", "examples/", "--machine",
-          "demo-md-0"], 65),
+          "demo-md-0"], 2),
     ],
 )  # fmt: skip
 def test_cli_usage_errors_are_clean(argv: list[str], code: int, tmp_path: Path) -> None:

@@ -1,0 +1,330 @@
+"""The pipeline's decisions, directly: the role from the cluster's state (CABPK's rule), one
+init per run, where the CAs go, external etcd, and what waits instead of failing."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from render_helpers import CA_SECRETS, DATA, FIXED_NOW, files_by_path, script_config
+
+from bootstrap.errors import NodesmithError, TerminalError, TransientError
+from bootstrap.render import RenderOptions, RenderResult, render_machine
+from bootstrap.render import pki as pki_module
+from bootstrap.render.batch import render_all
+from bootstrap.render.loader import load_paths
+from bootstrap.render.pipeline import INIT, JOIN_CP, WORKER
+from bootstrap.render.resolve import Bundle
+
+BASE = DATA / "v1beta1-v1beta4" / "bundle.yaml"
+OPTIONS = RenderOptions(now=FIXED_NOW)
+CP_LABEL = "cluster.x-k8s.io/control-plane"
+INITIALIZED = {"conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]}
+
+
+def objects(status: dict[str, Any] | None = None, ca: bool = True) -> list[dict[str, Any]]:
+    docs = load_paths([str(BASE), *([str(CA_SECRETS)] if ca else [])])
+    if status is not None:
+        find(docs, "Cluster", "alpha")["status"] = copy.deepcopy(status)
+    return docs
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    for doc in docs:
+        meta = doc["metadata"]
+        if (doc["kind"], meta["name"], meta.get("namespace")) == (kind, name, "prod"):
+            return doc
+    raise KeyError((kind, name))
+
+
+def cloud_config(result: RenderResult) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(result.userdata)
+    return loaded
+
+
+def _unlabel(docs: list[dict[str, Any]], name: str) -> None:
+    find(docs, "Machine", name)["metadata"].pop("labels", None)
+
+
+def _scale_up_config(docs: list[dict[str, Any]], name: str) -> None:
+    """What KubeadmControlPlane writes for a scale-up: the ClusterConfiguration, no join."""
+    spec = find(docs, "KubeadmConfig", name)["spec"]
+    spec.pop("joinConfiguration", None)
+    spec.pop("initConfiguration", None)
+    spec["clusterConfiguration"] = {"apiServer": {"certSANs": ["cp.example.org"]}}
+
+
+def _worker_asks_for_control_plane(docs: list[dict[str, Any]], name: str) -> None:
+    find(docs, "KubeadmConfig", name)["spec"]["joinConfiguration"]["controlPlane"] = {}
+
+
+# ---------------------------------------------------------------- the role, one Machine alone
+
+V1BETA2_INIT = {"initialization": {"controlPlaneInitialized": True}}
+V1BETA1_WITH_V1BETA2 = {"v1beta2": {"conditions": INITIALIZED["conditions"]}}
+NOT_YET = {"conditions": [{"type": "ControlPlaneInitialized", "status": "False"}]}
+
+
+@pytest.mark.parametrize(
+    ("machine", "status", "edit", "want"),
+    [
+        ("cp-0", None, None, INIT),
+        ("cp-0", NOT_YET, None, INIT),
+        ("cp-0", INITIALIZED, None, JOIN_CP),
+        ("cp-0", V1BETA2_INIT, None, JOIN_CP),
+        ("cp-0", V1BETA1_WITH_V1BETA2, None, JOIN_CP),
+        ("cp-0", {"controlPlaneInitialized": True}, None, JOIN_CP),
+        ("cp-0", INITIALIZED, _scale_up_config, JOIN_CP),  # never a second cluster
+        ("cp-1", None, None, INIT),  # the lock is free: CABPK inits it too
+        ("cp-1", INITIALIZED, None, JOIN_CP),
+        ("md-0", INITIALIZED, None, WORKER),
+        ("md-0", None, None, "WaitingForControlPlaneInitialized"),
+        ("md-0", NOT_YET, None, "WaitingForControlPlaneInitialized"),
+        ("md-0", INITIALIZED, _worker_asks_for_control_plane, "WorkerAsksForControlPlane"),
+        ("md-0", None, _worker_asks_for_control_plane, "WorkerAsksForControlPlane"),
+    ],
+)
+def test_role_comes_from_the_label_and_the_cluster_state(
+    machine: str, status: dict[str, Any] | None, edit: Any, want: str
+) -> None:
+    docs = objects(status)
+    if edit is not None:
+        edit(docs, machine)
+    if want in (INIT, JOIN_CP, WORKER):
+        assert render_machine(docs, f"prod/{machine}", OPTIONS).role == want
+        return
+    with pytest.raises(NodesmithError) as caught:
+        render_machine(docs, f"prod/{machine}", OPTIONS)
+    assert caught.value.reason == want
+    waiting = want.startswith("Waiting")
+    assert isinstance(caught.value, TransientError if waiting else TerminalError)
+    assert caught.value.exit_code == (75 if waiting else 65)
+
+
+def test_a_worker_asking_for_control_plane_is_named_with_the_field() -> None:
+    docs = objects(INITIALIZED)
+    _worker_asks_for_control_plane(docs, "md-0")
+    with pytest.raises(TerminalError) as caught:
+        render_machine(docs, "prod/md-0", OPTIONS)
+    text = str(caught.value)
+    assert "spec.joinConfiguration.controlPlane" in text and CP_LABEL in text
+
+
+def test_an_unlabelled_machine_is_a_worker_whatever_its_config_says() -> None:
+    docs = objects(INITIALIZED)
+    _unlabel(docs, "cp-0")  # its config has init and cluster configurations
+    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    assert result.role == WORKER
+    assert not any("/etc/kubernetes/pki/" in p for p in files_by_path(cloud_config(result)))
+
+
+# ---------------------------------------------------------------- one run, one init
+
+
+def test_two_init_candidates_in_one_run_give_one_init() -> None:
+    docs = objects(ca=False)
+    cp1 = find(docs, "KubeadmConfig", "cp-1")["spec"]
+    cp1.pop("joinConfiguration")
+    cp1["initConfiguration"] = {}
+    batch = render_all(Bundle(docs), ["prod/md-0", "prod/cp-1", "prod/cp-0"], OPTIONS)
+    assert not batch.failures
+    roles = {r.machine: r.role for r in batch.results}
+    # Both are written for init: the first asked gets the lock, the other joins it.
+    assert roles == {"prod/cp-1": INIT, "prod/cp-0": JOIN_CP, "prod/md-0": WORKER}
+    # The joins pin and carry the CA the init generated in this run.
+    generated = {s["metadata"]["name"]: s for r in batch.results for s in r.generated_secrets}
+    assert sorted(generated) == ["alpha-ca", "alpha-etcd", "alpha-proxy", "alpha-sa"]
+    ca = base64.b64decode(generated["alpha-ca"]["data"]["tls.crt"]).decode()
+    join = next(r for r in batch.results if r.role == JOIN_CP)
+    assert files_by_path(cloud_config(join))["/etc/kubernetes/pki/ca.crt"]["content"] == ca
+
+
+def test_the_config_written_for_init_takes_the_lock_whatever_the_order() -> None:
+    batch = render_all(Bundle(objects()), ["prod/cp-1", "prod/md-0", "prod/cp-0"], OPTIONS)
+    assert {r.machine: r.role for r in batch.results} == {
+        "prod/cp-0": INIT, "prod/cp-1": JOIN_CP, "prod/md-0": WORKER,
+    }  # fmt: skip
+
+
+def test_a_failed_init_keeps_the_lock_and_the_others_wait() -> None:
+    docs = objects()
+    init = find(docs, "KubeadmConfig", "cp-0")["spec"]["initConfiguration"]
+    init["nodeRegistration"] = {"taints": [{"key": "bad key", "effect": "NoSchedule"}]}
+    batch = render_all(Bundle(docs), ["prod/cp-0", "prod/cp-1", "prod/md-0"], OPTIONS)
+    assert not batch.results
+    reasons = sorted((type(e).__name__, e.reason) for e in batch.failures)
+    assert reasons == [
+        ("TerminalError", "InvalidField"),
+        ("TransientError", "WaitingForControlPlaneInitialized"),
+        ("TransientError", "WaitingForControlPlaneInitialized"),
+    ]
+    assert isinstance(batch.worst, TerminalError)
+    assert "prod/cp-0 holds the init lock" in str(
+        next(e for e in batch.failures if "lock" in str(e))
+    )
+
+
+# ---------------------------------------------------------------- joins wait for the CA
+
+
+@pytest.mark.parametrize("machine", ["cp-1", "md-0"])
+def test_a_join_without_the_ca_secret_waits(machine: str) -> None:
+    with pytest.raises(TransientError) as caught:
+        render_machine(objects(INITIALIZED, ca=False), f"prod/{machine}", OPTIONS)
+    assert caught.value.reason == "CANotFound" and "alpha-ca" in str(caught.value)
+
+
+# ---------------------------------------------------------------- certificatesDir
+
+PKI2 = "/etc/kubernetes/pki2"
+
+
+@pytest.mark.parametrize(("machine", "status"), [("cp-0", None), ("cp-1", INITIALIZED)])
+def test_the_cas_go_where_kubeadm_looks_for_them(machine: str, status: Any) -> None:
+    docs = objects(status)
+    spec = find(docs, "KubeadmConfig", machine)["spec"]
+    spec.setdefault("clusterConfiguration", {})["certificatesDir"] = PKI2 + "/"
+    result = render_machine(docs, f"prod/{machine}", OPTIONS)
+    files = files_by_path(cloud_config(result))
+    assert f"{PKI2}/ca.key" in files and f"{PKI2}/etcd/ca.key" in files
+    assert files[f"{PKI2}/ca.key"]["permissions"] == "0600"
+    assert not [p for p in files if p.startswith("/etc/kubernetes/pki/")]
+    assert script_config(cloud_config(result))["pkiDir"] == PKI2
+
+
+def test_the_default_certificates_dir_needs_no_script_setting() -> None:
+    result = render_machine(objects(), "prod/cp-0", OPTIONS)
+    assert "pkiDir" not in script_config(cloud_config(result))
+
+
+@pytest.mark.parametrize("given", ["relative/pki", "/", "//", 7])
+def test_a_certificates_dir_that_is_no_directory_is_refused(given: Any) -> None:
+    docs = objects()
+    find(docs, "KubeadmConfig", "cp-0")["spec"]["clusterConfiguration"]["certificatesDir"] = given
+    with pytest.raises(TerminalError) as caught:
+        render_machine(docs, "prod/cp-0", OPTIONS)
+    assert "spec.clusterConfiguration.certificatesDir" in str(caught.value)
+
+
+def test_a_user_file_cannot_replace_a_ca_key_in_the_certificates_dir() -> None:
+    docs = objects()
+    spec = find(docs, "KubeadmConfig", "cp-0")["spec"]
+    spec["clusterConfiguration"]["certificatesDir"] = PKI2
+    spec["files"].append({"path": f"{PKI2}//./ca.key", "content": "mine"})
+    with pytest.raises(TerminalError) as caught:
+        render_machine(docs, "prod/cp-0", OPTIONS)
+    assert "spec.files[4].path" in str(caught.value) and "written by nodesmith" in str(caught.value)
+
+
+# ---------------------------------------------------------------- external etcd
+
+EXTERNAL = {
+    "endpoints": ["https://etcd.example.org:2379"],
+    "caFile": "/etc/etcd/ca.crt",
+    "certFile": "/etc/etcd/apiserver-etcd-client.crt",
+    "keyFile": "/etc/etcd/apiserver-etcd-client.key",
+}
+
+
+def _secret(name: str, data: dict[str, bytes]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "prod"},
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
+def _client_pair(ca: pki_module.KeyPair) -> tuple[bytes, bytes]:
+    """A client certificate signed by ``ca``, as an etcd operator would hand one out."""
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver-etcd-client")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )  # fmt: skip
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+@pytest.fixture(scope="module")
+def etcd_pki() -> tuple[pki_module.KeyPair, bytes, bytes]:
+    ca = pki_module.generate_cluster_pki("alpha")["etcd"]
+    return (ca, *_client_pair(ca))
+
+
+def _external(docs: list[dict[str, Any]], etcd: Any, client: bool = True) -> None:
+    ca, cert, key = etcd
+    docs[:] = [d for d in docs if d["metadata"]["name"] != "alpha-etcd"]
+    docs.append(_secret("alpha-etcd", {"tls.crt": ca.cert_pem}))  # the CA cert only
+    if client:
+        docs.append(_secret("alpha-apiserver-etcd-client", {"tls.crt": cert, "tls.key": key}))
+    spec = find(docs, "KubeadmConfig", "cp-0")["spec"]["clusterConfiguration"]
+    spec["etcd"] = {"external": dict(EXTERNAL)}
+
+
+@pytest.mark.parametrize("ca", [True, False])
+def test_external_etcd_writes_its_ca_cert_and_client_pair(ca: bool, etcd_pki: Any) -> None:
+    docs = objects(ca=ca)
+    _external(docs, etcd_pki)
+    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    files = files_by_path(cloud_config(result))
+    etcd_ca, cert, key = etcd_pki
+    assert files[EXTERNAL["caFile"]]["content"] == etcd_ca.cert_pem.decode()
+    assert files[EXTERNAL["certFile"]]["content"] == cert.decode()
+    assert files[EXTERNAL["keyFile"]] == {
+        "path": EXTERNAL["keyFile"], "owner": "root:root", "permissions": "0600",
+        "content": key.decode(),
+    }  # fmt: skip
+    assert not [p for p in files if p.startswith("/etc/kubernetes/pki/etcd/")]
+    assert etcd_ca.key_pem.decode() not in result.userdata.decode()
+    # Generated when missing: the cluster's own CAs, never the external etcd's.
+    names = sorted(s["metadata"]["name"] for s in result.generated_secrets)
+    assert names == ([] if ca else ["alpha-ca", "alpha-proxy", "alpha-sa"])
+
+
+def test_external_etcd_without_its_client_secret_waits(etcd_pki: Any) -> None:
+    docs = objects()
+    _external(docs, etcd_pki, client=False)
+    with pytest.raises(TransientError) as caught:
+        render_machine(docs, "prod/cp-0", OPTIONS)
+    assert caught.value.reason == "ExternalEtcdSecretNotFound"
+    assert "prod/alpha-apiserver-etcd-client" in str(caught.value)
+
+
+def test_external_etcd_client_pair_must_belong_together(etcd_pki: Any) -> None:
+    docs = objects()
+    ca, cert, _ = etcd_pki
+    _external(docs, (ca, cert, _client_pair(ca)[1]))
+    with pytest.raises(TerminalError) as caught:
+        render_machine(docs, "prod/cp-0", OPTIONS)
+    assert caught.value.reason == "InvalidSecret"
+    assert "does not match the private key" in str(caught.value)
+
+
+@pytest.mark.parametrize("key", ["caFile", "certFile", "keyFile"])
+def test_external_etcd_paths_must_be_absolute_files(key: str, etcd_pki: Any) -> None:
+    docs = objects()
+    _external(docs, etcd_pki)
+    external = find(docs, "KubeadmConfig", "cp-0")["spec"]["clusterConfiguration"]["etcd"]
+    external["external"][key] = "etcd/relative"
+    with pytest.raises(TerminalError) as caught:
+        render_machine(docs, "prod/cp-0", OPTIONS)
+    assert f"spec.clusterConfiguration.etcd.external.{key}" in str(caught.value)
