@@ -2,7 +2,11 @@
 """nodesmith-bootstrap: turn a booted machine into a Kubernetes node, and say how it went.
 
 Written by nodesmith's userdata and run once by cloud-init's runcmd with the path of its JSON
-config. It runs the pre-commands, kubeadm, then the post-commands. kubeadm exit 1 is transient
+config. It runs the pre-commands, kubeadm, then the post-commands. Each list runs as one
+shell script, as cloud-init's runcmd runs CABPK's, and what it exports and the directory it
+ends in carry over to kubeadm and to the post-commands; unlike runcmd, the first failing command
+stops the bootstrap (Failed, PreKubeadmCommandFailed or PostKubeadmCommandFailed, naming the
+command), so a failed pre-command never silently leads on to kubeadm. kubeadm exit 1 is transient
 (API server unreachable, token not valid yet): retried with exponential backoff until the
 deadline. Exit 2 (preflight), 3 (validation) and a missing kubeadm are terminal, and so is a
 config kubeadm cannot decode or rejects, whatever its exit code (kubeadm exits 1 for "no kind
@@ -27,10 +31,12 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from datetime import datetime, timezone
@@ -126,6 +132,10 @@ class Status:
         return 1
 
 
+# The environment and working directory the user's commands left: None until they change it.
+SHELL = {"env": None, "cwd": None}
+
+
 def run(status, argv, shell=False, timeout=None):
     """Run a command; its output goes to our stdout (cloud-init's log) with secrets redacted.
 
@@ -135,6 +145,8 @@ def run(status, argv, shell=False, timeout=None):
     proc = subprocess.Popen(
         argv,
         shell=shell,
+        env=SHELL["env"],
+        cwd=SHELL["cwd"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=timeout is not None,
@@ -156,11 +168,41 @@ def run(status, argv, shell=False, timeout=None):
 
 
 def commands(status, cmds, reason):
-    for i, cmd in enumerate(cmds):
-        code, out = run(status, cmd, shell=True)
+    """Run ``cmds`` in one /bin/sh, in order; stop at the first that fails.
+
+    After each command the script notes its index; at the end it saves its environment and
+    directory, which every later command (kubeadm included) starts from.
+    """
+    if not cmds:
+        return 0
+    with tempfile.TemporaryDirectory(prefix="nodesmith-shell.") as work:  # 0700
+        index, env, cwd = (shlex.quote(os.path.join(work, n)) for n in ("index", "env", "cwd"))
+        lines = []
+        for i, cmd in enumerate(cmds):
+            lines += [
+                "printf %d " + str(i) + " > " + index,
+                cmd,
+                "__nodesmith_rc=$?; [ $__nodesmith_rc -eq 0 ] || exit $__nodesmith_rc",
+            ]
+        lines += ["unset __nodesmith_rc", "pwd > " + cwd, "env -0 > " + env]
+        code, out = run(status, ["/bin/sh", "-c", "\n".join(lines)])
+        failed = _read(os.path.join(work, "index"))
         if code != 0:
-            return status.fail(reason, "command %d exited %d: %s" % (i, code, out[-500:]))
+            which = "command %s" % failed if failed else "the commands"
+            return status.fail(reason, "%s exited %s: %s" % (which, code, out[-500:]))
+        saved_env, saved_cwd = _read(os.path.join(work, "env")), _read(os.path.join(work, "cwd"))
+        if saved_env is not None and saved_cwd is not None:  # a command may have exited 0 early
+            SHELL["env"] = dict(item.split("=", 1) for item in saved_env.split("\0") if "=" in item)
+            SHELL["cwd"] = saved_cwd.rstrip("\n") or None
     return 0
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def terminal_reason(code, out):

@@ -40,6 +40,8 @@ STANDIN = textwrap.dedent("""\
     args = sys.argv[1:]
     with open("/run/standin/calls.jsonl", "a") as f:
         f.write(json.dumps(args) + "\\n")
+    with open("/run/standin/seen.json", "w") as f:  # what the pre-commands left it
+        json.dump({"PROXY": os.environ.get("PROXY"), "cwd": os.getcwd()}, f)
     if args[:1] == ["reset"]:
         sys.exit(0)
     config = args[args.index("--config") + 1]
@@ -303,6 +305,49 @@ def test_failing_pre_command_is_terminal_and_skips_kubeadm(tmp_path: Path) -> No
     assert st["reason"] == "PreKubeadmCommandFailed" and st["terminal"] is True
     assert "command 1 exited 7" in st["message"]
     assert r["calls"] == [] and not r["sentinel"]
+
+
+@pytest.mark.parametrize(
+    ("pre", "post", "reason", "seen", "post_out"),
+    [
+        # export and cd carry over, to kubeadm and to the post-commands, as in CABPK's runcmd.
+        (["export PROXY=http://proxy:3128", "mkdir -p /run/w && cd /run/w"],
+         ['echo "$PROXY $(pwd)" > {out}'], "Bootstrapped",
+         {"PROXY": "http://proxy:3128", "cwd": "/run/w"}, "http://proxy:3128 /run/w"),
+        # A shell variable and a function defined in one command are there in the next of
+        # the same list (only exports and the directory outlive the list, as kubeadm runs
+        # between the lists).
+        (["greet() { echo hi $1; }", "N=3", 'greet "$N" > {out}'], ['test -z "$N"'],
+         "Bootstrapped", {"PROXY": None, "cwd": None}, "hi 3"),
+        # Unlike runcmd, a failing command stops the rest: no kubeadm, no post-commands.
+        (["true", "false", "touch {out}"], [], "PreKubeadmCommandFailed", None, None),
+        (["cd /nonexistent"], [], "PreKubeadmCommandFailed", None, None),
+        ([], ["exit 4", "touch {out}"], "PostKubeadmCommandFailed",
+         {"PROXY": None, "cwd": None}, None),
+    ],
+)  # fmt: skip
+def test_commands_share_one_shell_and_stop_at_the_first_failure(
+    tmp_path: Path, pre: list[str], post: list[str], reason: str, seen: Any, post_out: Any
+) -> None:
+    out = tmp_path / "post-out.txt"
+    fill = lambda cmds: [c.replace("{out}", str(out)) for c in cmds]  # noqa: E731
+    r = _run(tmp_path, "ok", config={"pre": fill(pre), "post": fill(post)})
+    assert r["status"]["reason"] == reason, r["out"]
+    assert r["rc"] == (0 if reason == "Bootstrapped" else 1)
+    kubeadm_seen = tmp_path / "standin-result" / "seen.json"
+    if seen is None:
+        assert r["calls"] == [] and not kubeadm_seen.exists()
+    else:
+        got = json.loads(kubeadm_seen.read_text())
+        assert got["PROXY"] == seen["PROXY"]
+        assert seen["cwd"] is None or got["cwd"] == seen["cwd"]
+    if post_out is None:
+        assert not out.exists()
+    else:
+        assert out.read_text().strip() == post_out
+    if reason != "Bootstrapped":
+        failed = 1 if pre[:1] == ["true"] else 0
+        assert f"command {failed} exited" in r["status"]["message"]
 
 
 def test_failing_post_command_means_no_sentinel(tmp_path: Path) -> None:
