@@ -394,6 +394,31 @@ class KubeadmConfig:
     api_version: str
     uid: str | None
     spec: KubeadmConfigSpec
+    jinja: bool = False  # the spec uses cloud-init's Jinja ({{ ds.meta_data.local_hostname }})
+
+
+_JINJA_MARKS = ("{{", "{%")
+
+
+def uses_jinja(value: Any) -> bool:
+    """Whether any string in ``value`` holds a Jinja expression or statement.
+
+    CAPI templates for AWS, Azure, OpenStack and vSphere write ``{{ ds.meta_data.* }}`` and
+    ``{{ v1.local_hostname }}`` into kubeadm fields and commands; cloud-init expands them only
+    under a ``## template: jinja`` header.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any(mark in item for mark in _JINJA_MARKS):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 # ---------------------------------------------------------------- Secret
@@ -530,6 +555,7 @@ def parse_config(doc: dict[str, Any]) -> KubeadmConfig:
         api_version=parsed.api_version,
         uid=meta.uid,
         spec=parsed.spec,
+        jinja=uses_jinja(doc.get("spec")),
     )
 
 

@@ -571,6 +571,7 @@ def render_machine(
         machine=name,
         cluster=ctx.cluster.name,
         write_files_tail=_script_entry_yaml(),
+        jinja=ctx.config.jinja,
     )
     userdata = text.encode()
     if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:

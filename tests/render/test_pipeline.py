@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
+import subprocess
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,15 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
-from render_helpers import CA_SECRETS, DATA, FIXED_NOW, files_by_path, script_config
+from render_helpers import (
+    CA_SECRETS,
+    CLOUD_INIT,
+    DATA,
+    FIXED_NOW,
+    assert_valid_cloud_config,
+    files_by_path,
+    script_config,
+)
 
 from bootstrap.errors import NodesmithError, TerminalError, TransientError
 from bootstrap.render import RenderOptions, RenderResult, render_machine
@@ -328,3 +339,57 @@ def test_external_etcd_paths_must_be_absolute_files(key: str, etcd_pki: Any) -> 
     with pytest.raises(TerminalError) as caught:
         render_machine(docs, "prod/cp-0", OPTIONS)
     assert f"spec.clusterConfiguration.etcd.external.{key}" in str(caught.value)
+
+
+# ---------------------------------------------------------------- cloud-init Jinja
+
+INSTANCE_DATA = {
+    "v1": {"local_hostname": "node-7"},
+    "ds": {"meta_data": {"local_hostname": "node-7.ec2.internal"}},
+}
+HOSTNAME_EXPR = "{{ ds.meta_data.local_hostname }}"
+
+
+def _cloud_init_render(userdata: bytes, tmp_path: Path) -> str:
+    """cloud-init's own template step (``cloud-init devel render``), with fixed instance data."""
+    (tmp_path / "user-data").write_bytes(userdata)
+    (tmp_path / "instance-data.json").write_text(json.dumps(INSTANCE_DATA))
+    proc = subprocess.run(
+        [CLOUD_INIT, "devel", "render", str(tmp_path / "user-data"),
+         "-i", str(tmp_path / "instance-data.json")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Failed" not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def test_jinja_in_the_config_gets_the_header_and_only_its_expressions_change(
+    tmp_path: Path,
+) -> None:
+    docs = objects(ca=False)
+    for name in ("cp-0", "cp-1", "md-0"):
+        spec = find(docs, "KubeadmConfig", name)["spec"]
+        for key in ("initConfiguration", "joinConfiguration"):
+            if spec.get(key) is not None:
+                spec[key].setdefault("nodeRegistration", {})["name"] = HOSTNAME_EXPR
+        spec["preKubeadmCommands"] = ["echo {{ v1.local_hostname }} > /run/hostname-seen"]
+    batch = render_all(Bundle(docs), ["prod/cp-0", "prod/cp-1", "prod/md-0"], OPTIONS)
+    assert not batch.failures
+    for result in batch.results:
+        text = result.userdata.decode()
+        assert text.startswith("## template: jinja\n#cloud-config\n")
+        rendered = _cloud_init_render(result.userdata, tmp_path)
+        # Everything nodesmith wrote (PKI, kubeadm YAML, the script and its JSON config) is
+        # literal under Jinja: only the user's expressions change.
+        expected = (
+            text.removeprefix("## template: jinja\n")
+            .replace(HOSTNAME_EXPR, "node-7.ec2.internal")
+            .replace("{{ v1.local_hostname }}", "node-7")
+        )
+        assert rendered.rstrip("\n") == expected.rstrip("\n")
+        assert_valid_cloud_config(rendered)
+
+
+def test_no_jinja_no_header() -> None:
+    text = render_machine(objects(), "prod/cp-0", OPTIONS).userdata.decode()
+    assert text.startswith("#cloud-config\n") and "template: jinja" not in text
