@@ -313,12 +313,30 @@ def _timeouts(b: Builder, doc: dict[str, Any], path: str) -> None:
         )
 
 
+def _bootstrap_tokens(b: Builder, doc: dict[str, Any], path: str) -> None:
+    """Cluster API v1beta2's ``bootstrapTokens[].ttlSeconds`` is kubeadm's ``ttl`` duration."""
+    tokens = doc.get("bootstrapTokens")
+    if not isinstance(tokens, list):
+        return  # the schema check names what is wrong with it
+    for index, token in enumerate(tokens):
+        if isinstance(token, dict) and "ttlSeconds" in token:
+            seconds = token.pop("ttlSeconds")
+            if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
+                raise b.bad(
+                    f"{path}.bootstrapTokens[{index}].ttlSeconds",
+                    seconds,
+                    "must be a non-negative number of seconds",
+                )
+            token.setdefault("ttl", f"{seconds}s")
+
+
 def init_configuration(b: Builder, user: dict[str, Any] | None, cri_socket: str) -> dict[str, Any]:
     path = "spec.initConfiguration"
     doc = _strip_type_meta(copy.deepcopy(b.mapping(user, path)))
     doc["nodeRegistration"] = node_registration(
         b, doc.get("nodeRegistration"), f"{path}.nodeRegistration", cri_socket, worker=False
     )
+    _bootstrap_tokens(b, doc, path)
     doc = {"apiVersion": b.api, "kind": "InitConfiguration", **doc}
     _timeouts(b, doc, path)
     _fields_as_flags(b, doc, path)

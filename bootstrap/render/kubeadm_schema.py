@@ -281,4 +281,44 @@ def _error(where: ObjectRef | str, path: str, bad: _Bad, api_version: str) -> Te
     return invalid(where, path, bad.value, f"{bad.why} ({api_version})", reason=bad.reason)
 
 
-__all__ = ["API_VERSIONS", "check_document", "kinds", "known_fields"]
+def drop_newer_fields(doc: dict[str, Any]) -> list[str]:
+    """Remove from ``doc`` the fields its apiVersion lacks but a newer kubeadm API has.
+
+    CABPK drops such fields for an older target (a v1beta4-only ``encryptionAlgorithm`` on a
+    Kubernetes 1.30 node) instead of refusing the config; a field no version knows is still a
+    typo, left for ``check_document`` to refuse. Returns the dropped paths, e.g.
+    ``ClusterConfiguration.encryptionAlgorithm``.
+    """
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    schema = _SCHEMAS.get(api_version) if isinstance(api_version, str) else None
+    if schema is None or not isinstance(kind, str) or kind not in schema.kinds:
+        return []
+    api_version = schema.api_version
+    newer = [
+        s.kinds[kind]
+        for v, s in _SCHEMAS.items()
+        if v.startswith("kubeadm.k8s.io/") and v > api_version and kind in s.kinds
+    ]
+    dropped: list[str] = []
+    _drop(schema.kinds[kind], newer, doc, kind, dropped)
+    return dropped
+
+
+def _drop(node: _Node, newer: list[_Node], value: Any, path: str, dropped: list[str]) -> None:
+    if node.tag == _STRUCT and isinstance(value, dict):
+        for key in list(value):
+            child = node.fields.get(key)
+            later = [n.fields[key] for n in newer if n.tag == _STRUCT and key in n.fields]
+            if child is None:
+                if later:
+                    del value[key]
+                    dropped.append(f"{path}.{key}")
+                continue
+            _drop(child, later, value[key], f"{path}.{key}", dropped)
+    elif node.tag == _LIST and isinstance(value, list) and node.item is not None:
+        items = [n.item for n in newer if n.tag == _LIST and n.item is not None]
+        for index, item in enumerate(value):
+            _drop(node.item, items, item, f"{path}[{index}]", dropped)
+
+
+__all__ = ["API_VERSIONS", "check_document", "drop_newer_fields", "kinds", "known_fields"]

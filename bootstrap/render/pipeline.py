@@ -22,7 +22,7 @@ from bootstrap.render.cloudconfig import (
     user_entry,
     user_files,
 )
-from bootstrap.render.kubeadm_schema import check_document
+from bootstrap.render.kubeadm_schema import check_document, drop_newer_fields
 from bootstrap.render.objects import CONTROL_PLANE_LABEL
 from bootstrap.render.resolve import Bundle, Context, resolve
 from bootstrap.render.result import AWS_USERDATA_LIMIT, RenderOptions, RenderResult
@@ -445,6 +445,12 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
         documents = [join]
         path, verb = KUBEADM_JOIN_PATH, "join"
     for document in documents:
+        for dropped in drop_newer_fields(document):
+            kind, _, rest = dropped.partition(".")  # ClusterConfiguration.x -> spec.clusterConf...
+            plan.warnings.append(
+                f"spec.{kind[0].lower()}{kind[1:]}.{rest} dropped: {document['apiVersion']} "
+                f"(Kubernetes {b.version}) has no such field"
+            )
         check_document(document, str(ctx.config.ref))
     return documents, path, verb
 

@@ -207,3 +207,28 @@ def test_valid_taints_pass_through(taint: dict[str, Any]) -> None:
     path = "spec.initConfiguration.nodeRegistration"
     reg = kubeadm.node_registration(_builder("v1.30.6"), {"taints": [taint]}, path, SOCKET, False)
     assert reg["taints"] == [taint]
+
+
+@pytest.mark.parametrize(
+    ("token", "want"),
+    [
+        ({"token": "abcdef.0123456789abcdef", "ttlSeconds": 3600}, "3600s"),
+        ({"token": "abcdef.0123456789abcdef", "ttlSeconds": 0}, "0s"),  # never expires
+        ({"token": "abcdef.0123456789abcdef", "ttl": "2h"}, "2h"),
+    ],
+)
+def test_bootstrap_token_ttl_seconds_becomes_ttl(token: dict[str, Any], want: str) -> None:
+    init = kubeadm.init_configuration(_builder("v1.30.6"), {"bootstrapTokens": [token]}, SOCKET)
+    (written,) = init["bootstrapTokens"]
+    assert written["ttl"] == want and "ttlSeconds" not in written
+
+
+@pytest.mark.parametrize("seconds", [-1, "3600", True, 1.5])
+def test_bootstrap_token_ttl_seconds_must_be_seconds(seconds: Any) -> None:
+    with pytest.raises(TerminalError) as caught:
+        kubeadm.init_configuration(
+            _builder("v1.30.6"),
+            {"bootstrapTokens": [{"token": "abcdef.0123456789abcdef", "ttlSeconds": seconds}]},
+            SOCKET,
+        )
+    assert "spec.initConfiguration.bootstrapTokens[0].ttlSeconds" in str(caught.value)

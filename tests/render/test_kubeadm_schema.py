@@ -12,6 +12,7 @@ import yaml
 
 import bootstrap
 from bootstrap.errors import EXIT_TERMINAL, TerminalError
+from bootstrap.render import kubeadm_schema
 from bootstrap.render.kubeadm_schema import API_VERSIONS, check_document, kinds, known_fields
 
 WHERE = "KubeadmConfig default/w0"
@@ -597,3 +598,31 @@ def test_known_fields_match_upstream_differences() -> None:
     }
     with pytest.raises(KeyError):
         known_fields(V3, "ResetConfiguration")
+
+
+@pytest.mark.parametrize(
+    ("api", "kind", "doc", "dropped", "left"),
+    [
+        # v1beta4-only fields on older targets go, with their paths ...
+        ("v1beta3", "ClusterConfiguration", {"encryptionAlgorithm": "ECDSA-P256"},
+         ["ClusterConfiguration.encryptionAlgorithm"], {}),
+        ("v1beta3", "InitConfiguration", {"dryRun": False, "nodeRegistration": {
+            "name": "n", "imagePullSerial": True}},
+         ["InitConfiguration.dryRun", "InitConfiguration.nodeRegistration.imagePullSerial"],
+         {"nodeRegistration": {"name": "n"}}),
+        ("v1beta2", "ClusterConfiguration", {"apiServer": {"extraEnvs": [], "certSANs": ["a"]}},
+         ["ClusterConfiguration.apiServer.extraEnvs"], {"apiServer": {"certSANs": ["a"]}}),
+        # ... a field no version knows stays, for check_document to refuse as a typo ...
+        ("v1beta3", "ClusterConfiguration", {"encryptionAlgorithmz": "x"}, [],
+         {"encryptionAlgorithmz": "x"}),
+        # ... and the newest API drops nothing.
+        ("v1beta4", "ClusterConfiguration", {"encryptionAlgorithm": "RSA-2048"}, [],
+         {"encryptionAlgorithm": "RSA-2048"}),
+    ],
+)  # fmt: skip
+def test_newer_fields_are_dropped_for_an_older_target(
+    api: str, kind: str, doc: dict[str, Any], dropped: list[str], left: dict[str, Any]
+) -> None:
+    document = {"apiVersion": f"kubeadm.k8s.io/{api}", "kind": kind, **doc}
+    assert sorted(kubeadm_schema.drop_newer_fields(document)) == dropped
+    assert {k: v for k, v in document.items() if k not in ("apiVersion", "kind")} == left

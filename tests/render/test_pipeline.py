@@ -393,3 +393,23 @@ def test_jinja_in_the_config_gets_the_header_and_only_its_expressions_change(
 def test_no_jinja_no_header() -> None:
     text = render_machine(objects(), "prod/cp-0", OPTIONS).userdata.decode()
     assert text.startswith("#cloud-config\n") and "template: jinja" not in text
+
+
+# ---------------------------------------------------------------- fields by version
+
+
+def test_fields_the_target_api_lacks_are_dropped_with_a_warning_naming_them() -> None:
+    docs = load_paths([str(DATA / "v1beta1-v1beta3" / "bundle.yaml"), str(CA_SECRETS)])
+    spec = find(docs, "KubeadmConfig", "cp-0")["spec"]
+    spec["clusterConfiguration"]["encryptionAlgorithm"] = "ECDSA-P256"  # v1beta4 only
+    spec["initConfiguration"]["bootstrapTokens"] = [
+        {"token": "abcdef.0123456789abcdef", "ttlSeconds": 600}  # CAPI v1beta2's spelling
+    ]
+    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    assert (
+        "spec.clusterConfiguration.encryptionAlgorithm dropped: kubeadm.k8s.io/v1beta3 "
+        "(Kubernetes v1.30.6) has no such field"
+    ) in result.warnings
+    text = result.userdata.decode()
+    assert "encryptionAlgorithm" not in text and "ttlSeconds" not in text
+    assert "ttl: 600s" in text
