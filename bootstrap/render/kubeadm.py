@@ -363,6 +363,8 @@ def join_configuration(
     disc = b.mapping(doc.get("discovery"), f"{path}.discovery")
     if b.api == V1BETA4 and "timeout" in disc:
         doc.setdefault("timeouts", {}).setdefault("discovery", disc.pop("timeout"))
+    if isinstance(disc.get("file"), dict):  # its kubeConfig is written as a file, by path
+        disc["file"] = {k: v for k, v in disc["file"].items() if k != "kubeConfig"}
     if "file" not in disc:
         token = b.mapping(disc.get("bootstrapToken"), f"{path}.discovery.bootstrapToken")
         for key, value in discovery.items():

@@ -22,6 +22,7 @@ from bootstrap.render.cloudconfig import (
     user_entry,
     user_files,
 )
+from bootstrap.render.discovery_file import kubeconfig_file
 from bootstrap.render.kubeadm_schema import check_document, drop_newer_fields
 from bootstrap.render.objects import CONTROL_PLANE_LABEL
 from bootstrap.render.resolve import Bundle, Context, resolve
@@ -275,6 +276,24 @@ def _pem_file(path: str, pem: bytes, permissions: str) -> dict[str, Any]:
     return {"path": path, "owner": "root:root", "permissions": permissions, "content": pem.decode()}
 
 
+def _discovery_kubeconfig(ctx: Context, exec_v1: bool) -> dict[str, Any] | None:
+    """The kubeconfig file a ``discovery.file.kubeConfig`` describes (CABPK writes it too)."""
+    join = ctx.config.spec.join_configuration or {}
+    disc = join.get("discovery")
+    file = disc.get("file") if isinstance(disc, dict) else None
+    if not isinstance(file, dict):
+        return None
+    ca = ctx.secret(f"{ctx.cluster.name}-ca")
+    return kubeconfig_file(
+        ctx.config.ref,
+        file,
+        ctx.cluster.name,
+        ctx.cluster.endpoint,
+        ca.data.get("tls.crt") if ca else None,
+        exec_v1,
+    )
+
+
 def _discovery(
     ctx: Context, options: RenderOptions, warnings: list[str]
 ) -> tuple[dict[str, Any], str | None, dict[str, Any] | None]:
@@ -437,6 +456,9 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
         path, verb = KUBEADM_INIT_PATH, "init"
     else:
         discovery, token, plan.token_secret = _discovery(ctx, plan.options, plan.warnings)
+        kubeconfig = _discovery_kubeconfig(ctx, (b.version.major, b.version.minor) >= (1, 24))
+        if kubeconfig is not None:
+            plan.files.append(kubeconfig)
         if token:
             plan.redact.append(token)
         join = kubeadm.join_configuration(

@@ -413,3 +413,24 @@ def test_fields_the_target_api_lacks_are_dropped_with_a_warning_naming_them() ->
     text = result.userdata.decode()
     assert "encryptionAlgorithm" not in text and "ttlSeconds" not in text
     assert "ttl: 600s" in text
+
+
+# ---------------------------------------------------------------- file discovery
+
+
+def test_file_discovery_writes_the_kubeconfig_and_hands_kubeadm_its_path() -> None:
+    docs = objects(INITIALIZED)
+    join = find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]
+    join["discovery"] = {
+        "file": {
+            "kubeConfigPath": "/etc/kubernetes/discovery.conf",
+            "kubeConfig": {"user": {"exec": {"command": "/usr/bin/aws-iam-authenticator"}}},
+        }
+    }
+    cc = cloud_config(render_machine(docs, "prod/md-0", OPTIONS))
+    files = files_by_path(cc)
+    kubeconfig = yaml.safe_load(files["/etc/kubernetes/discovery.conf"]["content"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://192.0.2.10:6443"
+    (document,) = yaml.safe_load_all(files["/run/kubeadm/kubeadm-join-config.yaml"]["content"])
+    assert document["discovery"] == {"file": {"kubeConfigPath": "/etc/kubernetes/discovery.conf"}}
+    assert_valid_cloud_config(render_machine(docs, "prod/md-0", OPTIONS).userdata)
