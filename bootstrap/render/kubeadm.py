@@ -169,10 +169,11 @@ def _check_taints(b: Builder, taints: Any, path: str) -> None:
 
 
 def node_registration(
-    b: Builder, value: Any, path: str, cri_socket: str, worker: bool
+    b: Builder, value: Any, path: str, cri_socket: str | None, worker: bool
 ) -> dict[str, Any]:
     reg = copy.deepcopy(b.mapping(value, path))
-    reg.setdefault("criSocket", cri_socket)
+    if cri_socket:  # only when the runtime is known; kubeadm detects it otherwise
+        reg.setdefault("criSocket", cri_socket)
     if "kubeletExtraArgs" in reg:
         reg["kubeletExtraArgs"] = b.args(reg["kubeletExtraArgs"], f"{path}.kubeletExtraArgs")
     if reg.get("taints") is not None:
@@ -330,7 +331,9 @@ def _bootstrap_tokens(b: Builder, doc: dict[str, Any], path: str) -> None:
             token.setdefault("ttl", f"{seconds}s")
 
 
-def init_configuration(b: Builder, user: dict[str, Any] | None, cri_socket: str) -> dict[str, Any]:
+def init_configuration(
+    b: Builder, user: dict[str, Any] | None, cri_socket: str | None
+) -> dict[str, Any]:
     path = "spec.initConfiguration"
     doc = _strip_type_meta(copy.deepcopy(b.mapping(user, path)))
     doc["nodeRegistration"] = node_registration(
@@ -346,7 +349,7 @@ def init_configuration(b: Builder, user: dict[str, Any] | None, cri_socket: str)
 def join_configuration(
     b: Builder,
     user: dict[str, Any] | None,
-    cri_socket: str,
+    cri_socket: str | None,
     control_plane: bool,
     discovery: dict[str, Any],
 ) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from bootstrap.render.kubeadm_schema import check_document, drop_newer_fields
 from bootstrap.render.objects import CONTROL_PLANE_LABEL
 from bootstrap.render.resolve import Bundle, Context, resolve
 from bootstrap.render.result import AWS_USERDATA_LIMIT, RenderOptions, RenderResult
-from bootstrap.render.runtime import check_image, choose_runtime
+from bootstrap.render.runtime import SOCKETS, RuntimeChoice, check_image, choose_runtime
 from bootstrap.render.templates import packed_script, render
 from bootstrap.render.versions import parse_version
 from bootstrap.render.yamlio import dump
@@ -404,7 +404,7 @@ class _Plan:
     options: RenderOptions
     role: str
     builder: kubeadm.Builder
-    runtime_socket: str
+    runtime_socket: str | None
     install: list[str]
     warnings: list[str]
     files: list[dict[str, Any]] = field(default_factory=list)  # PKI first, then the user's
@@ -533,6 +533,21 @@ def sections(plan: _Plan) -> dict[str, Any]:
     return out
 
 
+def known_socket(runtime: RuntimeChoice, options: RenderOptions) -> str | None:
+    """The CRI socket when something says which runtime the node has, else None.
+
+    The Machine (``versions.containerRuntime`` or the runtime annotation) or the image
+    manifest may say it; with neither, kubeadm's own detection finds the socket on the node,
+    which a guessed containerd socket would override wrongly on a CRI-O image.
+    """
+    if runtime.field != "default":
+        return runtime.socket
+    manifest = options.image_manifest
+    if manifest is not None:
+        return manifest.runtime.cri_socket or SOCKETS.get(manifest.runtime.name.lower())
+    return None
+
+
 def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
     """Role, kubeadm API, runtime and image checks: everything decided before any document.
 
@@ -560,7 +575,8 @@ def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
             ctx.machine, runtime, version, options.image_manifest, options.allow_runtime_install
         )
     builder = kubeadm.Builder(obj=ctx.config.ref, version=version, warnings=warnings)
-    plan = _Plan(ctx, options, role_of(ctx), builder, runtime.socket, install, warnings)
+    plan = _Plan(ctx, options, role_of(ctx), builder, known_socket(runtime, options), install,
+                 warnings)  # fmt: skip
     plan.certificates_dir = certificates_dir(ctx)
     # As CABPK: what this role does not use is ignored, but said (a join's ClusterConfiguration
     # still gives certificatesDir and external etcd).
