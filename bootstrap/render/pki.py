@@ -175,6 +175,31 @@ def _spki_der(public_key: Any) -> bytes:
     return der
 
 
+def _load_key(key_pem: bytes) -> Any:
+    """An unencrypted PEM private key, or ValueError with a short reason."""
+    if not key_pem or b"PRIVATE KEY-----" not in key_pem:
+        raise ValueError("not a PEM private key (no BEGIN ... PRIVATE KEY block)")
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError:
+        raise ValueError("private key is encrypted; an unencrypted PEM key is needed") from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise ValueError(f"PEM private key does not parse ({_short(exc)})") from None
+    return key
+
+
+def _load_ca(cert_pem: bytes) -> x509.Certificate:
+    """A certificate that is a CA (BasicConstraints CA:TRUE), or ValueError."""
+    cert = _load_cert(cert_pem)
+    try:
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise ValueError("certificate is not a CA (BasicConstraints CA:TRUE missing)")
+    return cert
+
+
 def load_pair(cert_pem: bytes | str, key_pem: bytes | str, kind: str) -> KeyPair:
     """Validate a pair read from a ``<cluster>-<suffix>`` Secret and return it unchanged.
 
@@ -186,14 +211,7 @@ def load_pair(cert_pem: bytes | str, key_pem: bytes | str, kind: str) -> KeyPair
     cert_pem, key_pem = _as_bytes(cert_pem), _as_bytes(key_pem)
     if kind not in KINDS:
         raise ValueError(f"unknown key pair kind {kind!r} (expected one of {', '.join(KINDS)})")
-    if not key_pem or b"PRIVATE KEY-----" not in key_pem:
-        raise ValueError("not a PEM private key (no BEGIN ... PRIVATE KEY block)")
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except TypeError:
-        raise ValueError("private key is encrypted; an unencrypted PEM key is needed") from None
-    except (ValueError, UnsupportedAlgorithm) as exc:
-        raise ValueError(f"PEM private key does not parse ({_short(exc)})") from None
+    key = _load_key(key_pem)
 
     if kind == "sa":
         if not isinstance(key, rsa.RSAPrivateKey):
@@ -208,14 +226,7 @@ def load_pair(cert_pem: bytes | str, key_pem: bytes | str, kind: str) -> KeyPair
             raise ValueError("public key does not match the private key")
         return KeyPair(cert_pem, key_pem)
 
-    cert = _load_cert(cert_pem)
-    try:
-        constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
-        is_ca = constraints.ca
-    except x509.ExtensionNotFound:
-        is_ca = False
-    if not is_ca:
-        raise ValueError("certificate is not a CA (BasicConstraints CA:TRUE missing)")
+    cert = _load_ca(cert_pem)
     if _spki_der(cert.public_key()) != _spki_der(key.public_key()):
         raise ValueError("certificate does not match the private key")
     return KeyPair(cert_pem, key_pem)
@@ -225,12 +236,7 @@ def load_client_pair(cert_pem: bytes | str, key_pem: bytes | str) -> KeyPair:
     """Validate a client certificate and its key (an external etcd's apiserver client pair):
     both parse and belong together. Raises ValueError with a short reason."""
     cert_pem, key_pem = _as_bytes(cert_pem), _as_bytes(key_pem)
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except TypeError:
-        raise ValueError("private key is encrypted; an unencrypted PEM key is needed") from None
-    except (ValueError, UnsupportedAlgorithm) as exc:
-        raise ValueError(f"PEM private key does not parse ({_short(exc)})") from None
+    key = _load_key(key_pem)
     if _spki_der(_load_cert(cert_pem).public_key()) != _spki_der(key.public_key()):
         raise ValueError("certificate does not match the private key")
     return KeyPair(cert_pem, key_pem)
@@ -239,13 +245,7 @@ def load_client_pair(cert_pem: bytes | str, key_pem: bytes | str) -> KeyPair:
 def check_ca_cert(cert_pem: bytes | str) -> bytes:
     """A CA certificate alone (an external etcd's CA: its key stays with etcd)."""
     cert_pem = _as_bytes(cert_pem)
-    cert = _load_cert(cert_pem)
-    try:
-        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    except x509.ExtensionNotFound:
-        is_ca = False
-    if not is_ca:
-        raise ValueError("certificate is not a CA (BasicConstraints CA:TRUE missing)")
+    _load_ca(cert_pem)
     return cert_pem
 
 
