@@ -14,14 +14,6 @@ variable "ami_name" {
   type    = string
   default = "nodesmith-debian-12-node"
 }
-variable "nodesmith" {
-  type    = string
-  default = "nodesmith"
-}
-variable "role_args" {
-  type    = string
-  default = "--kubernetes-source pkgs --kubernetes-version v1.31.4"
-}
 
 source "amazon-ebs" "node" {
   region        = var.region
@@ -58,7 +50,7 @@ build {
   provisioner "shell-local" {
     environment_vars = ["NODESMITH_SSH_PRIVATE_KEY=${build.SSHPrivateKey}"]
     inline = [
-      "${var.nodesmith} image apply-roles --ssh ${build.Host} --ssh-port ${build.Port} --ssh-user ${build.User} ${var.role_args}",
+      "${var.nodesmith} image apply-roles --ssh ${build.Host} --ssh-port ${build.Port} --ssh-user ${build.User} ${local.cloud_role_args}",
     ]
   }
 }

@@ -18,14 +18,6 @@ variable "vm_size" {
   type    = string
   default = "Standard_D2s_v3"
 }
-variable "nodesmith" {
-  type    = string
-  default = "nodesmith"
-}
-variable "role_args" {
-  type    = string
-  default = "--kubernetes-source pkgs --kubernetes-version v1.31.4"
-}
 
 source "azure-arm" "node" {
   use_azure_cli_auth                = true
@@ -48,7 +40,7 @@ build {
   provisioner "shell-local" {
     environment_vars = ["NODESMITH_SSH_PRIVATE_KEY=${build.SSHPrivateKey}"]
     inline = [
-      "${var.nodesmith} image apply-roles --ssh ${build.Host} --ssh-port ${build.Port} --ssh-user ${build.User} ${var.role_args}",
+      "${var.nodesmith} image apply-roles --ssh ${build.Host} --ssh-port ${build.Port} --ssh-user ${build.User} ${local.cloud_role_args}",
     ]
   }
 }

@@ -4,7 +4,8 @@
 #
 # `nodesmith image build --builder packer-qemu` fills every variable: it builds the base disk
 # (rootfs + GRUB, no roles), a NoCloud seed with a throw-away builder key, and picks a free
-# port on 127.0.0.1. Hand use:  packer build -var base_disk=... -var seed_iso=... qemu.pkr.hcl
+# port on 127.0.0.1. Hand use, from images/ (one configuration with variables.pkr.hcl):
+#   packer build -only=qemu.node -var base_disk=... -var seed_iso=... -var ssh_private_key_file=... .
 
 variable "base_disk" {
   type        = string
@@ -38,8 +39,9 @@ variable "ssh_username" {
   default = "builder"
 }
 variable "ssh_private_key_file" {
-  type    = string
-  default = "builder_key"
+  type        = string
+  default     = ""
+  description = "private key whose public half seed_iso authorizes; a build needs it (empty only lets `packer validate .` run bare)"
 }
 variable "ssh_port" {
   type    = number
@@ -49,29 +51,19 @@ variable "disk_size" {
   type    = string
   default = "4096M"
 }
-variable "nodesmith" {
-  type        = string
-  default     = "nodesmith"
-  description = "path of the nodesmith command that runs the roles"
-}
 variable "restrict_guest_network" {
   type        = string
   default     = "on"
   description = "qemu user-net restrict: on keeps the VM offline (the base disk has every .deb); off for pkgs.k8s.io or a --mirror"
 }
-variable "role_args" {
-  type        = string
-  default     = "--kubernetes-source none"
-  description = "extra apply-roles arguments (kubernetes version/source, OCI runtime)"
-}
 
 source "qemu" "node" {
-  disk_image           = true
-  iso_url              = var.base_disk
-  iso_checksum         = var.base_disk_checksum
-  output_directory     = var.output_directory
-  vm_name              = var.vm_name
-  format               = "qcow2"
+  disk_image       = true
+  iso_url          = var.base_disk
+  iso_checksum     = var.base_disk_checksum
+  output_directory = var.output_directory
+  vm_name          = var.vm_name
+  format           = "qcow2"
   # nodesmith compresses the published qcow2 itself (zstd, parallel) from the raw it converts
   # for inspection anyway: Packer's compaction and zlib compression would be another two
   # passes over the disk, the second on one core for over a minute.
@@ -91,7 +83,7 @@ source "qemu" "node" {
   host_port_min        = var.ssh_port
   host_port_max        = var.ssh_port
   # The builder user (and its key) must not ship: removed, with cloud-init's traces, last.
-  shutdown_command     = "sudo sh -c 'userdel --force --remove ${var.ssh_username}; rm -f /etc/sudoers.d/90-cloud-init-users; cloud-init clean --logs; shutdown -P now'"
+  shutdown_command = "sudo sh -c 'userdel --force --remove ${var.ssh_username}; rm -f /etc/sudoers.d/90-cloud-init-users; cloud-init clean --logs; shutdown -P now'"
   # Own netdev: SSH forward bound to loopback only; the guest offline unless asked otherwise.
   qemuargs = [
     ["-netdev", "user,id=user.0,restrict=${var.restrict_guest_network},hostfwd=tcp:127.0.0.1:${var.ssh_port}-:22"],
@@ -109,7 +101,7 @@ build {
 
   provisioner "shell-local" {
     inline = [
-      "${var.nodesmith} image apply-roles --ssh 127.0.0.1 --ssh-port ${var.ssh_port} --ssh-user ${var.ssh_username} --ssh-key ${var.ssh_private_key_file} ${var.role_args}",
+      "${var.nodesmith} image apply-roles --ssh 127.0.0.1 --ssh-port ${var.ssh_port} --ssh-user ${var.ssh_username} --ssh-key ${var.ssh_private_key_file} ${local.qemu_role_args}",
     ]
   }
 }

@@ -1,10 +1,12 @@
 """``--builder packer-qemu``: the same roles, run by Packer's qemu builder over SSH.
 
 A chroot build (no roles but cloud-init's) gives the base disk; a NoCloud seed creates a
-``builder`` user with a throw-away ed25519 key; ``images/qemu.pkr.hcl`` boots the disk under
+``builder`` user with a throw-away ed25519 key; Packer runs ``images/`` as one configuration,
+as its users do (``packer build -only=qemu.node .``): ``qemu.pkr.hcl`` boots the disk under
 qemu (TCG unless ``--accel kvm``) and runs ``nodesmith image apply-roles --ssh`` through a
-shell-local provisioner. packer-py returns ``(rc, out, err)`` only at the end, so progress
-comes from tailing ``PACKER_LOG_PATH`` in the meantime.
+shell-local provisioner, with the variables the builds share from ``variables.pkr.hcl``.
+packer-py returns ``(rc, out, err)`` only at the end, so progress comes from tailing
+``PACKER_LOG_PATH`` in the meantime.
 """
 
 from __future__ import annotations
@@ -81,7 +83,14 @@ def _tail(path: Path, stop: threading.Event, progress: Progress) -> None:
         stop.wait(2)
 
 
-def run_packer(template: Path, variables: dict[str, str], work: Path, progress: Progress) -> None:
+#: The build this builder runs out of the images/ configuration (``-only``).
+QEMU_BUILD = "qemu.node"
+#: The configuration's files that decide what the qemu build does (the image's inputs hash).
+QEMU_FILES = ("variables.pkr.hcl", "qemu.pkr.hcl")
+
+
+def run_packer(config: Path, variables: dict[str, str], work: Path, progress: Progress) -> None:
+    """``packer build -only=qemu.node`` on the configuration directory ``config``."""
     log = work / "packer.log"
     # Packer's cache (lock files, port reservations) goes in the work dir, not the cwd.
     os.environ.update(
@@ -97,7 +106,7 @@ def run_packer(template: Path, variables: dict[str, str], work: Path, progress: 
     tail.start()
     try:
         rc, out, err = PackerExecutable(executable_path=PACKER).build(
-            str(template), var=variables, force=True
+            str(config), var=variables, force=True, only=QEMU_BUILD
         )
     finally:
         stop.set()
@@ -114,7 +123,7 @@ def run_packer(template: Path, variables: dict[str, str], work: Path, progress: 
         ]
         raise TerminalError(
             f"packer build failed (exit {rc}): {' '.join(lines)[-600:]} (log: {progress.log_path})",
-            obj=str(template),
+            obj=f"{config}:{QEMU_BUILD}",
             reason="PackerBuildFailed",
         )
 
@@ -139,7 +148,7 @@ def build_with_packer(
     output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
     apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
-    template = data_dir("images") / "qemu.pkr.hcl"
+    config = data_dir("images")
     with StagedBuild(f"packer-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
         progress = staged.progress
         progress.say(f"building {defn.name} with packer-qemu -> {output} (log: {staged.log_path})")
@@ -147,10 +156,11 @@ def build_with_packer(
             base = base_disk(defn, opts, staged.work / "base")
         variables = packer_variables(defn, opts, base, staged.work, accel)
         with progress.stage("packer build (qemu)"):
-            run_packer_with_roles_log(template, variables, staged.work, progress)
+            run_packer_with_roles_log(config, variables, staged.work, progress)
         found, inspected = packer_artifacts(opts, staged, archives)
         described = staged.describe(found)
-        inputs = inputs_hash(defn, opts, apt_sources, kube_files, extra=(template,))
+        packer_files = tuple(config / f for f in QEMU_FILES)
+        inputs = inputs_hash(defn, opts, apt_sources, kube_files, extra=packer_files)
         return staged.publish(
             make_manifest(defn, opts, inspected, kube_versions, described, inputs, progress.timings)
         )
@@ -191,12 +201,12 @@ def packer_variables(
 
 
 def run_packer_with_roles_log(
-    template: Path, variables: dict[str, str], work: Path, progress: Progress
+    config: Path, variables: dict[str, str], work: Path, progress: Progress
 ) -> None:
     """``packer build``, then the roles' full pyinfra output into this build's log."""
     roles_log = work / "roles.log"
     try:
-        run_packer(template, variables, work, progress)
+        run_packer(config, variables, work, progress)
     finally:
         if roles_log.is_file():
             progress.log(
