@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -30,15 +32,30 @@ def replace_dir(staging: Path, target: Path) -> None:
     """Move a finished ``staging`` directory to ``target``, replacing an old one last.
 
     Both must be on one filesystem. The old ``target`` is renamed aside before the new one
-    moves in, so ``target`` is at every moment either the old complete tree or the new one.
+    moves in, so ``target`` is at every moment either the old complete tree or the new one;
+    SIGTERM and SIGINT are held back over the swap, since one landing between the two renames
+    would leave no ``target`` at all.
     """
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if not target.exists():
+        staging.rename(target)
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
         target.rename(old)
         staging.rename(target)
         shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(target)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held-back signal arrives now
+
+
+def private_dir_name(parent: Path, prefix: str) -> Path:
+    """A fresh name in ``parent`` for a directory this process alone will create.
+
+    Choosing the name before creating the directory lets the caller create it inside its
+    ``try``: a signal between ``mkdtemp``'s mkdir and the ``try`` would leak the directory.
+    """
+    return parent / f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
 
 
 def default_cache_dir() -> Path:

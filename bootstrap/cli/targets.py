@@ -20,11 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from bootstrap.errors import UsageError
-from bootstrap.fsutil import atomic_write, replace_dir
+from bootstrap.fsutil import atomic_write, private_dir_name, replace_dir
 
 SUFFIXES = {
     "userdata": ".cloud-config",
@@ -99,8 +98,9 @@ def publish(out_dir: str, files: dict[str, bytes], side: list[tuple[str, bytes]]
     """Stage ``files`` beside ``out_dir``, write the ``side`` files, then swap the directory in."""
     target = Path(out_dir).absolute()
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    staging = private_dir_name(target.parent, f".{target.name}.staging-")
     try:
+        staging.mkdir(mode=0o700)
         for name, data in files.items():
             fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as out:

@@ -15,6 +15,13 @@ from typing import Any
 from bootstrap import __version__
 from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, is_small_number
 from bootstrap.render import kubeadm, pki, tokens
+from bootstrap.render.bootstrap_script import (
+    SCRIPT_CONFIG_PATH,
+    SCRIPT_PATH,
+    run_order,
+    script_entry,
+    script_form,
+)
 from bootstrap.render.cloudconfig import (
     disk_sections,
     normal_path,
@@ -28,9 +35,8 @@ from bootstrap.render.objects import CONTROL_PLANE_LABEL
 from bootstrap.render.resolve import Bundle, Context, resolve
 from bootstrap.render.result import AWS_USERDATA_LIMIT, RenderOptions, RenderResult
 from bootstrap.render.runtime import SOCKETS, RuntimeChoice, check_image, choose_runtime
-from bootstrap.render.templates import packed_script, render
+from bootstrap.render.templates import render
 from bootstrap.render.versions import parse_version
-from bootstrap.render.yamlio import dump
 
 INIT = "init-control-plane"
 JOIN_CP = "join-control-plane"
@@ -38,8 +44,6 @@ WORKER = "worker-join"
 
 KUBEADM_INIT_PATH = "/run/kubeadm/kubeadm.yaml"
 KUBEADM_JOIN_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
-SCRIPT_PATH = "/usr/local/sbin/nodesmith-bootstrap"
-SCRIPT_CONFIG_PATH = "/run/kubeadm/nodesmith-bootstrap.json"
 
 RETRY_ANNOTATIONS = {
     "backoff": ("bootstrap.nodesmith.dev/retry-backoff", 5, 1, 600),
@@ -375,23 +379,6 @@ def _discovery(
     return values, str(token), token_secret
 
 
-@lru_cache(maxsize=1)
-def _script_entry_yaml() -> str:
-    """The on-node script's write_files item as YAML, dumped once.
-
-    It is the same ~2.5 KB for every Machine; dumping it per render was a fifth of a worker
-    render's time. The template appends it to the write_files list.
-    """
-    entry = {
-        "path": SCRIPT_PATH,
-        "owner": "root:root",
-        "permissions": "0755",
-        "encoding": "gz+b64",
-        "content": packed_script("nodesmith-bootstrap.py"),
-    }
-    return dump([entry])
-
-
 def _file(path: str, content: str, permissions: str) -> dict[str, Any]:
     return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
 
@@ -412,6 +399,7 @@ class _Plan:
     token_secret: dict[str, Any] | None = None
     redact: list[str] = field(default_factory=list)
     certificates_dir: str = pki.PKI_DIR
+    script: dict[str, Any] = field(default_factory=dict)  # the on-node script's config
 
 
 def certificates_dir(ctx: Context) -> str:
@@ -487,8 +475,8 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
     return {
         "role": plan.role,
         "verb": verb,
+        "pre": plan.install + list(spec.pre_kubeadm_commands),  # in the order they run
         "command": command,
-        "pre": plan.install + list(spec.pre_kubeadm_commands),
         "post": list(spec.post_kubeadm_commands),
         **_retry_settings(plan.ctx),
         "redact": plan.redact,
@@ -502,7 +490,8 @@ def write_files(plan: _Plan, documents: list[dict[str, Any]], path: str, verb: s
     config and the script's config (both 0600: they hold tokens)."""
     spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
     reserved = {path, SCRIPT_PATH, SCRIPT_CONFIG_PATH} | {f["path"] for f in plan.files}
-    config = json.dumps(script_config(plan, path, verb), separators=(",", ":"))
+    plan.script = script_config(plan, path, verb)
+    config = json.dumps(plan.script, indent=2) + "\n"  # read by operators too: one item a line
     return [
         *plan.files,
         *user_files(spec, plan.ctx.secret, ref, reserved),
@@ -607,17 +596,27 @@ def render_machine(
     if plan.role == INIT:  # CABPK's init lock; a failed init keeps it, as there
         bundle.init_lock.setdefault(cluster_key, ctx.machine.name)
     name = f"{ctx.machine.ref.namespace}/{ctx.machine.name}"
-    text = render(
-        "cloud-config.yaml.j2",
-        sections=sections(plan),
-        nodesmith_version=__version__,
-        role=plan.role,
-        machine=name,
-        cluster=ctx.cluster.name,
-        write_files_tail=_script_entry_yaml(),
-        jinja=ctx.config.jinja,
-    )
-    userdata = text.encode()
+    built = sections(plan)
+
+    def userdata_with(compressed: bool, plain_size: int = 0) -> bytes:
+        return render(
+            "cloud-config.yaml.j2",
+            sections=built,
+            nodesmith_version=__version__,
+            role=plan.role,
+            machine=name,
+            cluster=ctx.cluster.name,
+            run_order=run_order(plan.script),
+            script_form=script_form(compressed, plain_size, AWS_USERDATA_LIMIT),
+            write_files_tail=script_entry(compressed),
+            jinja=ctx.config.jinja,
+        ).encode()
+
+    # The script ships readable unless that alone pushes the userdata over the budget (with
+    # --gzip the whole userdata is compressed, so plain costs nothing there).
+    userdata = userdata_with(compressed=False)
+    if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
+        userdata = userdata_with(compressed=True, plain_size=len(userdata))
     if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
         plan.warnings.append(
             f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "

@@ -55,8 +55,14 @@ def _without_docstrings(source: str) -> str:
 
 
 @functools.cache
-def packed_script(name: str) -> str:
-    """A Python script from ``cloudinit/``, minified, gzipped and base64-encoded once."""
+def plain_script(name: str) -> str:
+    """A Python script from ``cloudinit/`` without its docstrings and comments, read once."""
     source = (data_dir("cloudinit") / name).read_text(encoding="utf-8")
-    raw = _without_docstrings(source).encode()
+    return _without_docstrings(source)
+
+
+@functools.cache
+def packed_script(name: str) -> str:
+    """:func:`plain_script`, gzipped and base64-encoded once."""
+    raw = plain_script(name).encode()
     return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode()

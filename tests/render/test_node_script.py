@@ -8,8 +8,6 @@ records its arguments and exits as each test tells it to.
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import os
 import shutil
@@ -21,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from render_helpers import file_bytes
 
 from bootstrap.render import RenderOptions
 from bootstrap.render.batch import render_all
@@ -134,9 +133,7 @@ def _run(
 ) -> dict[str, Any]:
     annotations = {f"bootstrap.nodesmith.dev/retry-{k}": v for k, v in retry.items()}
     files = files or _rendered(annotations=annotations)
-    script = files["/usr/local/sbin/nodesmith-bootstrap"]
-    assert script["encoding"] == "gz+b64"
-    (tmp_path / "script").write_bytes(gzip.decompress(base64.b64decode(script["content"])))
+    (tmp_path / "script").write_bytes(file_bytes(files["/usr/local/sbin/nodesmith-bootstrap"]))
     cfg = json.loads(files["/run/kubeadm/nodesmith-bootstrap.json"]["content"])
     cfg.update(config or {})
     (tmp_path / "config.json").write_text(json.dumps(cfg))
