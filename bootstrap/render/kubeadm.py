@@ -352,8 +352,13 @@ def join_configuration(
     cri_socket: str | None,
     control_plane: bool,
     discovery: dict[str, Any],
+    uninitialized_taint: bool = True,
 ) -> dict[str, Any]:
-    """JoinConfiguration; ``discovery`` holds the token-discovery values resolved by the caller."""
+    """JoinConfiguration; ``discovery`` holds the token-discovery values resolved by the caller.
+
+    A worker gets CAPI's ``node.cluster.x-k8s.io/uninitialized`` taint unless
+    ``uninitialized_taint`` is off: a 2018 management cluster has no controller to remove it.
+    """
     path = "spec.joinConfiguration"
     doc = _strip_type_meta(copy.deepcopy(b.mapping(user, path)))
     doc["nodeRegistration"] = node_registration(
@@ -361,7 +366,7 @@ def join_configuration(
         doc.get("nodeRegistration"),
         f"{path}.nodeRegistration",
         cri_socket,
-        worker=not control_plane,
+        worker=not control_plane and uninitialized_taint,
     )
     disc = b.mapping(doc.get("discovery"), f"{path}.discovery")
     if b.api == V1BETA4 and "timeout" in disc:

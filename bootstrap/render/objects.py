@@ -226,10 +226,12 @@ class _LegacyVersions(_Strict):
 
 class _MachineSpec(_Strict):
     cluster_name: ObjectName | None = Field(default=None, alias="clusterName")
-    bootstrap: _Bootstrap = _Bootstrap()
+    bootstrap: _Bootstrap | None = None
     version: str | None = None
     versions: _LegacyVersions | None = None
+    # v1alpha1's opaque provider blob: providerConfig (2018), renamed providerSpec later in 2018
     provider_config: Any = Field(default=None, alias="providerConfig")
+    provider_spec: Any = Field(default=None, alias="providerSpec")
     failure_domain: str | None = Field(default=None, alias="failureDomain")
 
 
@@ -253,10 +255,17 @@ class Machine:
     provider_config: Any = None
     uid: str | None = None
     control_plane: bool = False  # CABPK's IsControlPlaneMachine
+    control_plane_version: str | None = None  # v1alpha1 ``spec.versions.controlPlane``
 
     @property
     def name(self) -> str:
         return self.ref.name
+
+    @property
+    def seed(self) -> bool:
+        """A ``cluster.k8s.io/v1alpha1`` Machine: the 2018 API, which had no bootstrap config;
+        it renders from its own ``spec.versions`` and its Cluster."""
+        return self.api_version.startswith(LEGACY_GROUP + "/")
 
 
 # ---------------------------------------------------------------- KubeadmConfig
@@ -491,7 +500,8 @@ def parse_cluster(doc: dict[str, Any]) -> Cluster:
         endpoints = parsed.status.api_endpoints if parsed.status else []
         ep = endpoints[0] if endpoints else _Endpoint()
         endpoint_field = "status.apiEndpoints[0]"
-        provider_config = doc.get("spec", {}).get("providerConfig")
+        raw_spec = doc.get("spec") or {}
+        provider_config = raw_spec.get("providerConfig") or raw_spec.get("providerSpec")
     else:
         ep = spec.control_plane_endpoint or _Endpoint()
         endpoint_field = "spec.controlPlaneEndpoint"
@@ -515,14 +525,29 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
     parsed: _MachineDoc = _validate(_MachineDoc, doc, ref)
     meta, spec = parsed.metadata, parsed.spec
     ref = ObjectRef("Machine", meta.namespace, meta.name)
+    control_plane_version = None
     if parsed.api_version.startswith(LEGACY_GROUP + "/"):
+        if spec.bootstrap is not None:
+            # v1alpha2 brought bootstrap.configRef; a v1alpha1 Machine carrying it is a
+            # hybrid no API server ever stored, and which of the two to honour is a guess.
+            raise TerminalError(
+                f"{parsed.api_version} has no spec.bootstrap (it came with v1alpha2): a "
+                "seed-era Machine renders from its spec.versions and its Cluster; remove the "
+                "field, or write the Machine as cluster.x-k8s.io/v1beta1 or v1beta2",
+                obj=ref,
+                field="spec.bootstrap",
+                reason="InvalidField",
+            )
         cluster_name = meta.labels.get(LEGACY_CLUSTER_NAME_LABEL)
         cluster_field = f"metadata.labels[{LEGACY_CLUSTER_NAME_LABEL}]"
         version = spec.versions.kubelet if spec.versions else None
         version_field = "spec.versions.kubelet"
         runtime = spec.versions.container_runtime if spec.versions else None
         # The 2018 API's control plane: a Machine with versions.controlPlane.
-        control_plane = bool(spec.versions and spec.versions.control_plane)
+        control_plane_version = spec.versions.control_plane if spec.versions else None
+        control_plane = bool(control_plane_version)
+        config_ref = None
+        provider_config = spec.provider_config or spec.provider_spec
     else:
         cluster_name = spec.cluster_name or meta.labels.get(CLUSTER_NAME_LABEL)
         cluster_field = "spec.clusterName"
@@ -530,6 +555,8 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
         version_field = "spec.version"
         runtime = None
         control_plane = CONTROL_PLANE_LABEL in meta.labels
+        config_ref = spec.bootstrap.config_ref if spec.bootstrap else None
+        provider_config = None
     return Machine(
         ref=ref,
         api_version=parsed.api_version,
@@ -537,12 +564,25 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
         cluster_field=cluster_field,
         version=version,
         version_field=version_field,
-        config_ref=spec.bootstrap.config_ref,
+        config_ref=config_ref,
         runtime=runtime,
         annotations=dict(meta.annotations),
-        provider_config=spec.provider_config,
+        provider_config=provider_config,
         uid=meta.uid,
         control_plane=control_plane,
+        control_plane_version=control_plane_version,
+    )
+
+
+def seed_config(machine: Machine) -> KubeadmConfig:
+    """The bootstrap config a seed-era Machine never had: an empty spec under the Machine's
+    own name, so what the render says and owns points at the Machine. Everything comes from
+    the Machine (versions, runtime) and its Cluster (networking, endpoint, CA Secret)."""
+    return KubeadmConfig(
+        ref=machine.ref,
+        api_version=machine.api_version,
+        uid=machine.uid,
+        spec=KubeadmConfigSpec(),
     )
 
 

@@ -36,7 +36,7 @@ from bootstrap.render.resolve import Bundle, Context, resolve
 from bootstrap.render.result import AWS_USERDATA_LIMIT, RenderOptions, RenderResult
 from bootstrap.render.runtime import SOCKETS, RuntimeChoice, check_image, choose_runtime
 from bootstrap.render.templates import render
-from bootstrap.render.versions import parse_version
+from bootstrap.render.versions import KubeVersion, parse_version
 
 INIT = "init-control-plane"
 JOIN_CP = "join-control-plane"
@@ -88,6 +88,20 @@ def role_of(ctx: Context) -> str:
                 obj=ctx.config.ref,
                 field="spec.joinConfiguration.controlPlane",
                 reason="WorkerAsksForControlPlane",
+            )
+        if machine.seed and not initialized:
+            # The 2018 API has no initialized state: its actuators joined a worker once the
+            # Cluster reported status.apiEndpoints, which they set when the master answered.
+            if cluster.endpoint_field == "status.apiEndpoints[0]" and cluster.endpoint:
+                return WORKER
+            raise TransientError(
+                "the control plane has not reported an API endpoint yet (cluster.k8s.io/"
+                "v1alpha1 has no initialized state; its apiEndpoints say a master answers); "
+                "a worker joins after it",
+                obj=cluster.ref,
+                field="status.apiEndpoints",
+                reason="WaitingForControlPlaneInitialized",
+                retry_after=30,
             )
         if not initialized:
             raise TransientError(
@@ -416,6 +430,29 @@ def certificates_dir(ctx: Context) -> str:
     return normal_path(given)
 
 
+def seed_control_plane_version(ctx: Context, kubelet: KubeVersion) -> str:
+    """A seed-era Machine's ``versions.controlPlane``: what ``kubeadm init`` installs.
+
+    It may differ from ``versions.kubelet``, within Kubernetes' skew policy: a kubelet is
+    never newer than its control plane, nor more than three minors older.
+    """
+    machine = ctx.machine
+    field_ = "spec.versions.controlPlane"
+    assert machine.control_plane_version is not None
+    version = parse_version(machine.control_plane_version, machine.ref, field_)
+    if (kubelet.major, kubelet.minor) > (version.major, version.minor) or (
+        version.minor - kubelet.minor > 3
+    ):
+        raise invalid(
+            machine.ref,
+            field_,
+            machine.control_plane_version,
+            f"is outside the version skew of spec.versions.kubelet {kubelet} (a kubelet is "
+            "never newer than its control plane, nor more than three minors older)",
+        )
+    return str(version)
+
+
 def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
     """The kubeadm documents, where they go and the verb: init's Cluster/Init/Kubelet
     configuration, or a join's JoinConfiguration with its discovery resolved.
@@ -440,6 +477,8 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
         cluster_doc = kubeadm.cluster_configuration(
             b, spec.cluster_configuration, ctx.cluster, init
         )
+        if ctx.machine.control_plane_version:
+            cluster_doc["kubernetesVersion"] = seed_control_plane_version(ctx, b.version)
         documents = [cluster_doc, init, kubeadm.kubelet_configuration(b, ctx.cluster, cluster_doc)]
         path, verb = KUBEADM_INIT_PATH, "init"
     else:
@@ -450,7 +489,12 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
         if token:
             plan.redact.append(token)
         join = kubeadm.join_configuration(
-            b, spec.join_configuration, plan.runtime_socket, plan.role == JOIN_CP, discovery
+            b,
+            spec.join_configuration,
+            plan.runtime_socket,
+            plan.role == JOIN_CP,
+            discovery,
+            uninitialized_taint=not ctx.machine.seed,
         )
         documents = [join]
         path, verb = KUBEADM_JOIN_PATH, "join"
@@ -636,6 +680,7 @@ def render_machine(
         gzipped=options.gzip,
         warnings=plan.warnings,
         config_uid=ctx.config.uid,
+        config_kind=ctx.config.ref.kind,  # a seed-era Machine owns its own data Secret
         config_api_version=ctx.config.api_version,
         bootstrap_token_secret=plan.token_secret,
         generated_secrets=plan.generated,

@@ -24,6 +24,7 @@ from bootstrap.render.objects import (
     parse_config,
     parse_machine,
     parse_secret,
+    seed_config,
 )
 
 KINDS = {"Cluster", "Machine", "KubeadmConfig", "Secret"}
@@ -218,6 +219,8 @@ def resolve(bundle: Bundle, machine_ref: str) -> Context:
         )
     _check_version("Cluster", cluster.api_version, CLUSTER_VERSIONS, cluster.ref)
 
+    if machine.seed:
+        return Context(machine=machine, cluster=cluster, config=seed_config(machine), bundle=bundle)
     ref = machine.config_ref
     if ref is None:
         raise TerminalError(

@@ -434,3 +434,134 @@ def test_file_discovery_writes_the_kubeconfig_and_hands_kubeadm_its_path() -> No
     (document,) = yaml.safe_load_all(files["/run/kubeadm/kubeadm-join-config.yaml"]["content"])
     assert document["discovery"] == {"file": {"kubeConfigPath": "/etc/kubernetes/discovery.conf"}}
     assert_valid_cloud_config(render_machine(docs, "prod/md-0", OPTIONS).userdata)
+
+
+# ---------------------------------------------------------------- the seed-era Machine alone
+
+SEED = DATA / "v1alpha1-v1beta3" / "bundle.yaml"
+IMAGE_RUNTIME = ("containerd", "1.6.20~ds1-1")  # what Debian 12's image manifest records
+
+
+def seed_objects() -> list[dict[str, Any]]:
+    return load_paths([str(SEED), str(CA_SECRETS)])
+
+
+def test_a_lone_seed_worker_joins_once_the_cluster_reports_its_endpoint() -> None:
+    """v1alpha1 has no initialized state; its actuators joined workers once status.apiEndpoints
+    was reported. Without them the worker waits (75), naming that field."""
+    result = render_machine(seed_objects(), "prod/md-0", OPTIONS)
+    assert result.role == WORKER
+    docs = seed_objects()
+    del find(docs, "Cluster", "alpha")["status"]
+    with pytest.raises(TransientError) as exc:
+        render_machine(docs, "prod/md-0", OPTIONS)
+    assert (exc.value.reason, exc.value.field) == (
+        "WaitingForControlPlaneInitialized",
+        "status.apiEndpoints",
+    )
+    assert exc.value.exit_code == 75
+
+
+@pytest.mark.parametrize(
+    ("machine", "role"),
+    [("cp-0", INIT), ("cp-1", INIT), ("md-0", WORKER)],  # alone: each control plane may init
+)
+def test_a_seed_machine_renders_without_any_bootstrap_config(machine: str, role: str) -> None:
+    result = render_machine(seed_objects(), f"prod/{machine}", OPTIONS)
+    assert result.role == role
+    assert (result.config_kind, result.config_api_version) == ("Machine", "cluster.k8s.io/v1alpha1")
+
+
+def test_a_seed_machine_with_a_bootstrap_field_is_refused() -> None:
+    """No v1alpha1 object ever carried spec.bootstrap (v1alpha2 brought it)."""
+    docs = seed_objects()
+    find(docs, "Machine", "md-0")["spec"]["bootstrap"] = {"configRef": {"name": "md-0"}}
+    with pytest.raises(TerminalError) as exc:
+        render_machine(docs, "prod/md-0", OPTIONS)
+    assert (exc.value.field, exc.value.exit_code) == ("spec.bootstrap", 65)
+    assert "v1alpha2" in str(exc.value)
+
+
+def test_the_seed_data_secret_is_owned_by_the_machine() -> None:
+    from bootstrap.render.outputs import bootstrap_secret
+
+    docs = seed_objects()
+    find(docs, "Machine", "md-0")["metadata"]["uid"] = "5e1f0c7a-0000-4000-8000-000000000001"
+    (owner,) = bootstrap_secret(render_machine(docs, "prod/md-0", OPTIONS))["metadata"][
+        "ownerReferences"
+    ]
+    assert owner == {
+        "apiVersion": "cluster.k8s.io/v1alpha1",
+        "kind": "Machine",
+        "name": "md-0",
+        "uid": "5e1f0c7a-0000-4000-8000-000000000001",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "control_plane", "installed"),
+    [
+        ("1.30.6", "1.30.6", "v1.30.6"),
+        ("1.29.3", "1.30.6", "v1.30.6"),  # kubeadm installs the control plane's version
+        ("1.27.0", "1.30.6", "v1.30.6"),  # three minors older: still in skew
+        ("1.26.0", "1.30.6", None),  # four: out of skew
+        ("1.31.0", "1.30.6", None),  # a kubelet newer than its control plane
+        ("1.30.6", "one-thirty", None),
+    ],
+)
+def test_the_seed_control_plane_installs_versions_control_plane(
+    kubelet: str, control_plane: str, installed: str | None
+) -> None:
+    docs = seed_objects()
+    find(docs, "Machine", "cp-0")["spec"]["versions"].update(
+        {"kubelet": kubelet, "controlPlane": control_plane}
+    )
+    if installed is None:
+        with pytest.raises(TerminalError) as exc:
+            render_machine(docs, "prod/cp-0", OPTIONS)
+        assert exc.value.field == "spec.versions.controlPlane"
+        assert repr(control_plane) in str(exc.value) or control_plane in str(exc.value)
+        return
+    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    (cluster, *_) = yaml.safe_load_all(
+        files_by_path(cloud_config(result))["/run/kubeadm/kubeadm.yaml"]["content"]
+    )
+    assert cluster["kubernetesVersion"] == installed
+
+
+@pytest.mark.parametrize(
+    ("asked", "image", "outcome"),
+    [
+        ({"name": "containerd", "version": "1.6"}, IMAGE_RUNTIME, "ok"),
+        ({"name": "containerd", "version": "1.7"}, IMAGE_RUNTIME, "RuntimeMismatch"),
+        ({"name": "cri-o"}, IMAGE_RUNTIME, "RuntimeMismatch"),
+        ({"name": "docker"}, IMAGE_RUNTIME, "UnknownRuntime"),
+    ],
+)  # fmt: skip
+def test_the_seed_runtime_is_checked_against_the_image(
+    asked: dict[str, str], image: tuple[str, str], outcome: str, tmp_path: Path
+) -> None:
+    from bootstrap.manifest import load_manifest
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({
+        "schemaVersion": 1, "name": "debian-12-k8s",
+        "runtime": {"name": image[0], "version": image[1]},
+        "kubernetes": {"kubelet": "1.30.6-1.1", "kubeadm": "1.30.6-1.1"},
+    }))  # fmt: skip
+    docs = seed_objects()
+    find(docs, "Machine", "md-0")["spec"]["versions"]["containerRuntime"] = asked
+    options = RenderOptions(now=FIXED_NOW, image_manifest=load_manifest(manifest))
+    if outcome != "ok":
+        with pytest.raises(TerminalError) as exc:
+            render_machine(docs, "prod/md-0", options)
+        assert (exc.value.reason, exc.value.field) == (outcome, "spec.versions.containerRuntime")
+        return
+    (join,) = yaml.safe_load_all(
+        files_by_path(cloud_config(render_machine(docs, "prod/md-0", options)))[
+            "/run/kubeadm/kubeadm-join-config.yaml"
+        ]["content"]
+    )
+    assert join["nodeRegistration"]["criSocket"] == "unix:///var/run/containerd/containerd.sock"

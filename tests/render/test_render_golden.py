@@ -16,7 +16,9 @@ output passes the real ``cloud-init schema`` validator.
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 from functools import cache
 from typing import Any
 
@@ -47,6 +49,9 @@ from bootstrap.render.resolve import Bundle
 
 UPDATE = os.environ.get("NODESMITH_UPDATE_GOLDEN") == "1"
 CASES = [(g, a, r) for g in GENERATIONS for a in KUBEADM_APIS for r in ROLE_MACHINES]
+CONFIG_CASES = [c for c in CASES if c[0] != "v1alpha1"]  # KubeadmConfig-driven generations
+SEED_CASES = [c for c in CASES if c[0] == "v1alpha1"]  # 2018 Machines: no bootstrap config
+TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 CONTAINERD = "unix:///var/run/containerd/containerd.sock"
 TAINT = {"key": "node.cluster.x-k8s.io/uninitialized", "effect": "NoSchedule"}
 TOKENS = {"join-control-plane": "cpjoin.0123456789abcdef", "worker-join": "wkjoin.fedcba9876543210"}
@@ -95,23 +100,32 @@ def _args(api: str, expected: dict[str, str]) -> Any:
     return expected
 
 
+def _comparable(generation: str, result: RenderResult) -> str:
+    """The userdata as the golden holds it. A seed-era Machine has no config to give its
+    token, so nodesmith generates one: only that is replaced by a marker."""
+    text = result.userdata.decode()
+    return TOKEN.sub("<generated-token>", text) if generation == "v1alpha1" else text
+
+
 @pytest.mark.parametrize(("generation", "api", "role"), CASES, ids=["-".join(c) for c in CASES])
 def test_golden(generation: str, api: str, role: str) -> None:
     result = _render(generation, api, role)
     assert result.role == role
-    text = result.userdata.decode()
+    text = _comparable(generation, result)
     golden = GOLDEN / f"{generation}-{api}" / f"{role}.cloud-config"
     if UPDATE:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
     assert golden.exists(), f"no golden {golden}; run with NODESMITH_UPDATE_GOLDEN=1"
     assert text == golden.read_text(), f"render differs from {golden}"
-    # Deterministic: the same input renders the same bytes again.
+    # Deterministic: the same input renders the same bytes again (but a generated token).
     _render_run.cache_clear()
-    assert _render(generation, api, role).userdata == result.userdata
+    assert _comparable(generation, _render(generation, api, role)) == text
 
 
-@pytest.mark.parametrize(("generation", "api", "role"), CASES, ids=["-".join(c) for c in CASES])
+@pytest.mark.parametrize(
+    ("generation", "api", "role"), CONFIG_CASES, ids=["-".join(c) for c in CONFIG_CASES]
+)
 def test_semantics(generation: str, api: str, role: str) -> None:
     result = _render(generation, api, role)
     cc = assert_valid_cloud_config(result.userdata)
@@ -262,6 +276,81 @@ def test_semantics(generation: str, api: str, role: str) -> None:
     if role != "init-control-plane":
         assert config["redact"] == [TOKENS[role]]
     assert files["/run/kubeadm/nodesmith-bootstrap.json"]["permissions"] == "0600"
+
+
+SCRIPT_FILES = {"/usr/local/sbin/nodesmith-bootstrap", "/run/kubeadm/nodesmith-bootstrap.json"}
+
+
+@pytest.mark.parametrize(
+    ("generation", "api", "role"), SEED_CASES, ids=["-".join(c) for c in SEED_CASES]
+)
+def test_seed_semantics(generation: str, api: str, role: str) -> None:
+    """A cluster.k8s.io/v1alpha1 Machine alone, as the 2018 API had it: the role from
+    versions.controlPlane, the kubelet version, the runtime from versions.containerRuntime,
+    networking and endpoint from the Cluster, the CA from alpha-ca; nothing else."""
+    result = _render(generation, api, role)
+    cc = assert_valid_cloud_config(result.userdata)
+    files = files_by_path(cc)
+    assert set(cc) == {"write_files", "runcmd"}  # no users, ntp, disks: there is no config
+    pki = {p.removeprefix("/etc/kubernetes/pki/") for p in files if "/pki/" in p}
+    if role == "init-control-plane":
+        cluster, init, kubelet = kubeadm_documents(cc, "/run/kubeadm/kubeadm.yaml")
+        assert cluster == {
+            "apiVersion": f"kubeadm.k8s.io/{api}",
+            "kind": "ClusterConfiguration",
+            "kubernetesVersion": KUBE_VERSIONS[api],  # versions.controlPlane
+            "clusterName": "alpha",
+            "controlPlaneEndpoint": "192.0.2.10:6443",  # status.apiEndpoints[0], not the decoy's
+            "networking": {
+                "serviceSubnet": "10.128.0.0/12,fd00:20::/108",
+                "podSubnet": "192.168.0.0/16,fd00:10::/56",
+                "dnsDomain": "corp.local",
+            },
+            **({"featureGates": {"IPv6DualStack": True}} if api == "v1beta2" else {}),
+        }
+        assert init["nodeRegistration"] == {"criSocket": CONTAINERD}  # containerRuntime
+        assert (kubelet["clusterDNS"], kubelet["clusterDomain"]) == (["10.128.0.10"], "corp.local")
+        kubeadm_file, verb = "/run/kubeadm/kubeadm.yaml", "init"
+        assert result.bootstrap_token_secret is None
+    else:
+        (join,) = kubeadm_documents(cc, "/run/kubeadm/kubeadm-join-config.yaml")
+        token = join["discovery"]["bootstrapToken"]
+        assert TOKEN.fullmatch(token["token"])  # generated: a seed Machine has none to give
+        assert token["apiServerEndpoint"] == "192.0.2.10:6443"
+        assert token["caCertHashes"] == [_ca_hash("prod")]
+        reg = join["nodeRegistration"]
+        # No uninitialized taint: a 2018 management cluster has nothing that removes it.
+        assert "taints" not in reg
+        if role == "worker-join":
+            assert reg == {"criSocket": CONTAINERD}
+            assert "controlPlane" not in join
+        else:
+            assert reg == {}  # cp-1 names no runtime: kubeadm detects it
+            assert "controlPlane" in join
+        secret = result.bootstrap_token_secret
+        assert secret is not None
+        assert (
+            base64.b64decode(secret["data"]["token-secret"]).decode()
+            == (token["token"].split(".")[1])
+        )
+        kubeadm_file, verb = "/run/kubeadm/kubeadm-join-config.yaml", "join"
+    expected_pki = set() if role == "worker-join" else set(PKI_MODES)
+    assert pki == expected_pki
+    if expected_pki:
+        assert file_bytes(files["/etc/kubernetes/pki/ca.key"]) == secret_data(
+            CA_SECRETS, "alpha-ca", "prod", "tls.key"
+        )
+    assert set(files) == {kubeadm_file, *SCRIPT_FILES} | {
+        f"/etc/kubernetes/pki/{name}" for name in expected_pki
+    }
+    config = script_config(cc)
+    assert (config["pre"], config["post"]) == ([], [])
+    assert config["command"] == ["kubeadm", verb, "--config", kubeadm_file]
+    # The data Secret belongs to the Machine: there is no KubeadmConfig to own it.
+    from bootstrap.render.outputs import bootstrap_secret
+
+    assert (result.config_kind, result.config_name) == ("Machine", ROLE_MACHINES[role])
+    assert "ownerReferences" not in bootstrap_secret(result)["metadata"]  # these have no uid
 
 
 def test_goldens_are_all_used() -> None:
