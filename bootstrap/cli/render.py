@@ -112,11 +112,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"nodesmith: warning: {result.machine}: {warning}", file=sys.stderr)
     side = _side_outputs(args, results)
     if args.all:
-        suffix = suffix_of(args.output, args.gzip)
         files: dict[str, bytes] = {}
         for result in results:
             namespace, _, name = result.machine.partition("/")
-            file_name = f"{namespace}_{name}{suffix}"
+            file_name = f"{namespace}_{name}{suffix_of(args.output, args.gzip, result.format)}"
             if file_name in files:  # names cannot hold "_": only the same Machine twice
                 raise TerminalError(
                     f"Machine {result.machine} is in the input twice",

@@ -32,8 +32,13 @@ SUFFIXES = {
 }
 
 
-def suffix_of(output: str, gzip: bool) -> str:
-    return SUFFIXES[output] + (".gz" if gzip and output == "userdata" else "")
+# Userdata is named for its format: cloud-init's document or an Ignition config.
+FORMAT_SUFFIXES = {"cloud-config": ".cloud-config", "ignition": ".ign"}
+
+
+def suffix_of(output: str, gzip: bool, format_: str = "cloud-config") -> str:
+    base = FORMAT_SUFFIXES[format_] if output == "userdata" else SUFFIXES[output]
+    return base + (".gz" if gzip and output == "userdata" else "")
 
 
 def _refused(flag: str, path: str, why: str) -> UsageError:
@@ -44,7 +49,7 @@ def _refused(flag: str, path: str, why: str) -> UsageError:
 
 
 def _is_ours(entry: Path) -> bool:
-    names = (*SUFFIXES.values(), ".cloud-config.gz")
+    names = (*SUFFIXES.values(), ".cloud-config.gz", ".ign", ".ign.gz")
     return entry.is_file() and not entry.is_symlink() and entry.name.endswith(names)
 
 

@@ -80,3 +80,33 @@ def script_form(compressed: bool, plain_size: int, budget: int) -> list[str]:
         f"this userdata would be {plain_size} bytes, over the {budget // 1024} KiB budget.",
         f"Readable source: cloudinit/{SCRIPT} in nodesmith {__version__}.",
     ]
+
+
+# The bash twin's config: the same keys as bash variables, in run order.
+_SHELL_VARS = (
+    ("ROLE", "role"),
+    ("VERB", "verb"),
+    ("PRE", "pre"),
+    ("COMMAND", "command"),
+    ("POST", "post"),
+    ("BACKOFF", "backoff"),
+    ("MAX_BACKOFF", "maxBackoff"),
+    ("DEADLINE", "deadline"),
+    ("PKI_DIR", "pkiDir"),
+    ("REDACT", "redact"),
+)
+
+
+def shell_config(config: dict[str, Any]) -> str:
+    """The script config for ``nodesmith-bootstrap.sh`` (Ignition nodes have no python3):
+    bash variables and arrays, every value shell-quoted, so sourcing it runs nothing."""
+    lines = ["# nodesmith-bootstrap config: sourced by /opt/bin/nodesmith-bootstrap (bash)"]
+    for var, key in _SHELL_VARS:
+        if key not in config:
+            continue
+        value = config[key]
+        if isinstance(value, list):
+            lines.append(f"{var}=(" + " ".join(shlex.quote(str(v)) for v in value) + ")")
+        else:
+            lines.append(f"{var}={shlex.quote(str(value))}")
+    return "\n".join(lines) + "\n"

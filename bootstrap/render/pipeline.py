@@ -8,19 +8,21 @@ can never leave a partial artifact.
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from bootstrap import __version__
 from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, is_small_number
-from bootstrap.render import kubeadm, pki, tokens
+from bootstrap.render import ignition, kubeadm, pki, tokens
 from bootstrap.render.bootstrap_script import (
     SCRIPT_CONFIG_PATH,
     SCRIPT_PATH,
     run_order,
     script_entry,
     script_form,
+    shell_config,
 )
 from bootstrap.render.cloudconfig import (
     disk_sections,
@@ -414,6 +416,7 @@ class _Plan:
     redact: list[str] = field(default_factory=list)
     certificates_dir: str = pki.PKI_DIR
     script: dict[str, Any] = field(default_factory=dict)  # the on-node script's config
+    ignition: bool = False  # format: ignition (Flatcar): other paths, the bash script
 
 
 def certificates_dir(ctx: Context) -> str:
@@ -480,7 +483,7 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
         if ctx.machine.control_plane_version:
             cluster_doc["kubernetesVersion"] = seed_control_plane_version(ctx, b.version)
         documents = [cluster_doc, init, kubeadm.kubelet_configuration(b, ctx.cluster, cluster_doc)]
-        path, verb = KUBEADM_INIT_PATH, "init"
+        path, verb = kubeadm_path(plan, KUBEADM_INIT_PATH), "init"
     else:
         discovery, token, plan.token_secret = _discovery(ctx, plan.options, plan.warnings)
         kubeconfig = _discovery_kubeconfig(ctx, (b.version.major, b.version.minor) >= (1, 24))
@@ -497,7 +500,7 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
             uninitialized_taint=not ctx.machine.seed,
         )
         documents = [join]
-        path, verb = KUBEADM_JOIN_PATH, "join"
+        path, verb = kubeadm_path(plan, KUBEADM_JOIN_PATH), "join"
     for document in documents:
         for dropped in drop_newer_fields(document):
             kind, _, rest = dropped.partition(".")  # ClusterConfiguration.x -> spec.clusterConf...
@@ -529,18 +532,29 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
     }
 
 
+def kubeadm_path(plan: _Plan, path: str) -> str:
+    """Where the kubeadm file goes: ``/run/kubeadm`` (cloud-init), ``/etc/kubeadm`` (Ignition
+    writes the root before /run is mounted)."""
+    return f"{ignition.KUBEADM_DIR}/{posixpath.basename(path)}" if plan.ignition else path
+
+
 def write_files(plan: _Plan, documents: list[dict[str, Any]], path: str, verb: str) -> list[Any]:
     """``write_files``: PKI, the user's files (never over a reserved path), the kubeadm
     config and the script's config (both 0600: they hold tokens)."""
     spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
-    reserved = {path, SCRIPT_PATH, SCRIPT_CONFIG_PATH} | {f["path"] for f in plan.files}
     plan.script = script_config(plan, path, verb)
-    config = json.dumps(plan.script, indent=2) + "\n"  # read by operators too: one item a line
+    if plan.ignition:  # the bash twin reads bash variables
+        script_path, config_path = ignition.SCRIPT_PATH, ignition.CONFIG_PATH
+        config = shell_config(plan.script)
+    else:
+        script_path, config_path = SCRIPT_PATH, SCRIPT_CONFIG_PATH
+        config = json.dumps(plan.script, indent=2) + "\n"  # read by operators: an item a line
+    reserved = {path, script_path, config_path} | {f["path"] for f in plan.files}
     return [
         *plan.files,
         *user_files(spec, plan.ctx.secret, ref, reserved),
         _file(path, render("kubeadm.yaml.j2", documents=documents), "0600"),
-        _file(SCRIPT_CONFIG_PATH, config, "0600"),
+        _file(config_path, config, "0600"),
     ]
 
 
@@ -581,6 +595,29 @@ def known_socket(runtime: RuntimeChoice, options: RenderOptions) -> str | None:
     return None
 
 
+def check_ignition(ctx: Context) -> None:
+    """What an Ignition node cannot be given is refused, naming the field, never dropped."""
+    spec, ref = ctx.config.spec, ctx.config.ref
+    refused = [
+        ("spec.diskSetup", spec.disk_setup is not None,
+         "partitions and filesystems are not rendered for Ignition yet"),
+        ("spec.mounts", bool(spec.mounts), "mounts are not rendered for Ignition yet"),
+        ("spec.ignition.containerLinuxConfig.additionalConfig",
+         bool(((spec.ignition or {}).get("containerLinuxConfig") or {}).get("additionalConfig")),
+         "is a Container Linux Config for Ignition v2; nodesmith writes Ignition v3"),
+        ("spec", ctx.config.jinja,
+         "uses cloud-init Jinja ({{ }} or {% %}), which Ignition never renders"),
+    ]  # fmt: skip
+    for field_, present, why in refused:
+        if present:
+            raise TerminalError(
+                f"{why} (format: ignition)",
+                obj=ref,
+                field=field_,
+                reason="FormatNotSupported",
+            )
+
+
 def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
     """Role, kubeadm API, runtime and image checks: everything decided before any document.
 
@@ -588,12 +625,7 @@ def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
     """
     spec = ctx.config.spec
     if spec.format == "ignition":
-        raise TerminalError(
-            "Ignition is not supported yet; use format cloud-config",
-            obj=ctx.config.ref,
-            field="spec.format",
-            reason="FormatNotSupported",
-        )
+        check_ignition(ctx)
     warnings: list[str] = []
     if spec.use_experimental_retry_join:
         warnings.append(
@@ -611,6 +643,7 @@ def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
     plan = _Plan(ctx, options, role_of(ctx), builder, known_socket(runtime, options), install,
                  warnings)  # fmt: skip
     plan.certificates_dir = certificates_dir(ctx)
+    plan.ignition = spec.format == "ignition"
     # As CABPK: what this role does not use is ignored, but said (a join's ClusterConfiguration
     # still gives certificatesDir and external etcd).
     unused = ["initConfiguration"] if plan.role != INIT and spec.init_configuration else []
@@ -642,6 +675,12 @@ def render_machine(
     name = f"{ctx.machine.ref.namespace}/{ctx.machine.name}"
     built = sections(plan)
 
+    if plan.ignition:  # the same budget rule: the script compressed only when it must be
+        config = ignition.render(built, plan.warnings)
+        if not options.gzip and len(config) > AWS_USERDATA_LIMIT:
+            config = ignition.render(built, [], compressed=True)  # its warnings are said
+        return _result(ctx, plan, options, config, "ignition")
+
     def userdata_with(compressed: bool, plain_size: int = 0) -> bytes:
         return render(
             "cloud-config.yaml.j2",
@@ -666,16 +705,26 @@ def render_machine(
             f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
             "use --gzip (cloud-init reads gzipped userdata)"
         )
+    return _result(ctx, plan, options, userdata, "cloud-config")
+
+
+def _result(
+    ctx: Context, plan: _Plan, options: RenderOptions, userdata: bytes, format_: str
+) -> RenderResult:
+    """The render's result; a successful init makes the rest of the run join it."""
+    if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT and format_ == "ignition":
+        plan.warnings.append(f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
+                             "use --gzip (Ignition reads gzipped configs)")  # fmt: skip
     if plan.role == INIT:
-        bundle.initialized_here.add(cluster_key)
+        ctx.bundle.initialized_here.add((ctx.cluster.ref.namespace, ctx.cluster.name))
     ref = ctx.config.ref
     return RenderResult(
-        machine=name,
+        machine=f"{ctx.machine.ref.namespace}/{ctx.machine.name}",
         config_name=ref.name,
         namespace=ref.namespace,
         cluster_name=ctx.cluster.name,
         role=plan.role,
-        format="cloud-config",
+        format=format_,
         userdata=userdata,
         gzipped=options.gzip,
         warnings=plan.warnings,

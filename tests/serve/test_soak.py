@@ -110,6 +110,10 @@ def _cases() -> list[Case]:
     def ignition(o: list[dict]) -> None:
         o[2]["spec"]["format"] = "ignition"
 
+    def ignition_mounts(o: list[dict]) -> None:  # what Ignition cannot carry is refused
+        o[2]["spec"]["format"] = "ignition"
+        o[2]["spec"]["mounts"] = [["LABEL=data", "/data"]]
+
     def unknown_field(o: list[dict]) -> None:
         o[2]["spec"]["joinConfiguration"]["surprise"] = {"a": 1}
 
@@ -155,7 +159,8 @@ def _cases() -> list[Case]:
         Case("cluster-elsewhere", 15, 422, _edited(cluster_elsewhere)),
         Case("no-ca", 15, 503, _edited(no_ca)),  # the CA may still come: retry later
         Case("bad-ca", 15, 422, _edited(bad_ca)),
-        Case("ignition", 10, 422, _edited(ignition)),
+        Case("ignition", 10, 200, _edited(ignition)),
+        Case("ignition-mounts", 10, 422, _edited(ignition_mounts)),
         Case("unknown-field", 15, 422, _edited(unknown_field)),
         Case("bomb-in-config", 10, 400, bomb_in_config),
         Case("no-endpoint", 30, 503, _edited(no_endpoint)),
@@ -170,7 +175,9 @@ def _check_good(case: Case, reply: Reply) -> None:
     gzipped = body["encoding"] == "gzip+base64"
     raw = base64.b64decode(body["value"]) if gzipped else body["value"].encode()
     assert body["sha256"] == hashlib.sha256(raw).hexdigest()
-    assert (gzip.decompress(raw) if gzipped else raw).startswith(b"#cloud-config")
+    plain = gzip.decompress(raw) if gzipped else raw
+    expected = b'{\n  "ignition": {' if case.name == "ignition" else b"#cloud-config"
+    assert plain.startswith(expected)
     assert gzipped == ("gzip=true" in case.path)
 
 

@@ -1,0 +1,280 @@
+#!/bin/bash
+# nodesmith-bootstrap for Ignition nodes: turn a booted machine into a Kubernetes node, and say
+# how it went. Flatcar has no python3, so this is cloudinit/nodesmith-bootstrap.py's twin in
+# bash: the same phases, reasons, retries, deadline and /run/cluster-api/bootstrap-status.json,
+# checked by the same test table (tests/render/test_node_script.py). Read the Python script's
+# docstring for the rules; the differences: its config is a bash file of variables (written
+# by nodesmith with every value shell-quoted), and output that is not UTF-8 loses the bytes
+# that are not (iconv -c) where Python puts U+FFFD.
+#
+# Run by nodesmith-bootstrap.service with the path of its config. Uses bash, coreutils,
+# util-linux (setsid), GNU sed and grep, and iconv: all in Flatcar's base image.
+
+set -u
+RUN=/run/cluster-api
+STATUS=$RUN/bootstrap-status.json
+SENTINEL=$RUN/bootstrap-success.complete
+JOINED=/etc/kubernetes/kubelet.conf
+PKI_COPY=/run/kubeadm/pki.orig
+KILL_GRACE=10
+SLACK_MS=1000
+TOKEN_RE='\b[a-z0-9]{6}\.[a-z0-9]{16}\b'
+CONFIG_VERSION_RE='no kind [^ ]+ is registered for version|uses an old API spec|unsupported apiVersion'
+CONFIG_DECODE_RE='error converting YAML to JSON|unknown field|strict decoding error|cannot unmarshal|did not find expected key|mapping values are not allowed'
+VALIDATION_RE='\b(Invalid|Unsupported|Required|Forbidden) value:'
+
+now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+now_ms() { local t=${EPOCHREALTIME/./}; echo "${t:0:-3}"; }
+log() { printf '%s' "$1"; }
+
+# ---------------------------------------------------------------- status
+
+PHASE=Running REASON=Started MESSAGE="" TERMINAL=false ATTEMPTS=0 STARTED_AT=$(now)
+FINISHED_AT="" NEXT_RETRY_AT="" UPDATED_AT="" UNRECORDED=""
+HISTORY=()
+
+redact() { # text [limit]: secrets and any bootstrap token out; the last limit characters
+    local text=$1 s
+    for s in "${REDACT[@]}"; do [ -n "$s" ] && text=${text//"$s"/<redacted>}; done
+    text=$(printf '%s' "$text" | sed -E "s/$TOKEN_RE/<redacted>/g"; printf x)
+    text=${text%x}
+    local limit=${2:-2000}
+    if [ "$limit" -gt 0 ]; then text=$(tail_chars "$text" "$limit"; printf x); text=${text%x}; fi
+    printf '%s' "$text"
+}
+
+tail_chars() { # text n: the last n characters
+    if [ "${#1}" -gt "$2" ]; then printf '%s' "${1:${#1}-$2}"; else printf '%s' "$1"; fi
+}
+
+json_str() { # a JSON string: escapes, and control characters dropped
+    local s=$1
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=${s//$'\n'/\\n}
+    s=${s//$'\r'/\\r}
+    s=${s//$'\t'/\\t}
+    s=$(printf '%s' "$s" | tr -d '\000-\010\013\014\016-\037'; printf x)
+    printf '"%s"' "${s%x}"
+}
+
+json_num() { if [ -z "$1" ]; then printf null; else printf '%s' "$1"; fi; }
+
+status_json() {
+    local history="" h
+    for h in "${HISTORY[@]}"; do history+="${history:+, }$h"; done
+    printf '{\n  "phase": %s,\n  "reason": %s,\n  "message": %s,\n  "role": %s,\n' \
+        "$(json_str "$PHASE")" "$(json_str "$REASON")" "$(json_str "$MESSAGE")" \
+        "$(json_str "$ROLE")"
+    printf '  "terminal": %s,\n  "attempts": %s,\n  "history": [%s],\n  "startedAt": %s' \
+        "$TERMINAL" "$ATTEMPTS" "$history" "$(json_str "$STARTED_AT")"
+    [ -n "$NEXT_RETRY_AT" ] && printf ',\n  "nextRetryAt": %s' "$(json_str "$NEXT_RETRY_AT")"
+    [ -n "$FINISHED_AT" ] && printf ',\n  "finishedAt": %s' "$(json_str "$FINISHED_AT")"
+    printf ',\n  "updatedAt": %s\n}\n' "$(json_str "$UPDATED_AT")"
+}
+
+write_status() {
+    UPDATED_AT=$(now)
+    local err
+    if ! err=$( { mkdir -p "$RUN" && status_json > "$STATUS.tmp" && chmod 0644 "$STATUS.tmp" \
+        && mv -f "$STATUS.tmp" "$STATUS"; } 2>&1 ); then
+        if [ -z "$UNRECORDED" ]; then
+            UNRECORDED=${err:-unknown error}
+            log "nodesmith-bootstrap: cannot record status in $STATUS ($UNRECORDED); going on"$'\n'
+        fi
+    fi
+    log "nodesmith-bootstrap: $PHASE $REASON $(tail_chars "$MESSAGE" 300)"$'\n'
+}
+
+fail() { # reason message [terminal]
+    PHASE=Failed REASON=$1 MESSAGE=$(redact "$2") TERMINAL=${3:-true} FINISHED_AT=$(now)
+    write_status
+    return 1
+}
+
+# ---------------------------------------------------------------- running commands
+
+SHELL_ENV=() SHELL_CWD=""  # what the user's commands left: empty until they change it
+OUT="" CODE=""
+
+run() { # [timeout-seconds|""] argv...: sets OUT (redacted) and CODE ("" when killed)
+    local timeout=$1 file pid start killed=""
+    shift
+    file=$(mktemp)
+    (
+        if [ -n "$SHELL_CWD" ]; then cd "$SHELL_CWD" || exit 1; fi
+        if [ "${#SHELL_ENV[@]}" -gt 0 ]; then
+            exec setsid env -i "${SHELL_ENV[@]}" "$@"
+        fi
+        exec setsid "$@"
+    ) > "$file" 2>&1 < /dev/null &
+    pid=$!
+    if [ -n "$timeout" ]; then
+        start=$(now_ms)
+        while kill -0 "$pid" 2>/dev/null; do
+            if [ $(( $(now_ms) - start )) -ge $(( timeout * 1000 )) ]; then
+                kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+                killed=1
+                break
+            fi
+            sleep 0.1
+        done
+    fi
+    wait "$pid"
+    CODE=$?
+    [ -n "$killed" ] && CODE=""
+    OUT=$(iconv -c -f UTF-8 -t UTF-8 < "$file"; printf x)
+    OUT=$(redact "${OUT%x}" 0)
+    rm -f "$file"
+    log "$OUT"
+    OUT=${OUT#"${OUT%%[![:space:]]*}"}  # stripped, as the Python twin's out.strip()
+    OUT=${OUT%"${OUT##*[![:space:]]}"}
+}
+
+commands() { # reason cmd...: one /bin/sh for the list, in order; stop at the first failure
+    local reason=$1 work script="" i=0 cmd failed
+    shift
+    [ "$#" -eq 0 ] && return 0
+    work=$(mktemp -d /tmp/nodesmith-shell.XXXXXX)
+    for cmd in "$@"; do
+        script+="printf %d $i > $work/index"$'\n'"$cmd"$'\n'
+        script+='__nodesmith_rc=$?; [ $__nodesmith_rc -eq 0 ] || exit $__nodesmith_rc'$'\n'
+        i=$((i + 1))
+    done
+    script+="unset __nodesmith_rc"$'\n'"pwd > $work/cwd"$'\n'"env -0 > $work/env"
+    run "" /bin/sh -c "$script"
+    failed=$(cat "$work/index" 2>/dev/null)
+    if [ "$CODE" != 0 ]; then
+        rm -rf "$work"
+        fail "$reason" "$(if [ -n "$failed" ]; then echo "command $failed"; else echo "the commands"; fi) exited $CODE: $(tail_chars "$OUT" 500)"
+        return 1
+    fi
+    if [ -f "$work/env" ] && [ -f "$work/cwd" ]; then  # a command may have exited 0 early
+        mapfile -d '' SHELL_ENV < "$work/env"
+        SHELL_CWD=$(cat "$work/cwd")
+    fi
+    rm -rf "$work"
+    return 0
+}
+
+terminal_reason() { # code output: the terminal reason, or nothing when a retry may help
+    if grep -qE -- "$CONFIG_VERSION_RE" <<< "$2"; then echo ConfigVersionUnsupported
+    elif grep -qE -- "$CONFIG_DECODE_RE" <<< "$2"; then echo ConfigDecodeFailed
+    elif grep -qE -- "$VALIDATION_RE" <<< "$2"; then echo ValidationFailed
+    elif [ "$1" = 2 ]; then echo PreflightFailed
+    elif [ "$1" = 3 ]; then echo ValidationFailed
+    fi
+}
+
+killed() { # what
+    fail DeadlineExceeded "$1 was still running at the ${DEADLINE}s deadline and was killed: $OUT"
+}
+
+# ---------------------------------------------------------------- kubeadm
+
+kubeadm_phase() {
+    local backoff=$BACKOFF deadline started took longest=0 reset_took="" needed wait terminal
+    if ! command -v "${COMMAND[0]}" > /dev/null; then
+        fail KubeadmNotFound "${COMMAND[0]} is not installed on this node: it is configured and ready to join, but cannot run kubeadm $VERB"
+        return 1
+    fi
+    deadline=$(( $(now_ms) + DEADLINE * 1000 ))
+    if [ "$ROLE" != worker-join ] && [ -d "$PKI_DIR" ]; then
+        mkdir -p "$PKI_COPY" && cp -a "$PKI_DIR/." "$PKI_COPY/"
+    fi
+    while true; do
+        ATTEMPTS=$((ATTEMPTS + 1))
+        PHASE=Running MESSAGE="" REASON="Running${VERB^}"
+        write_status
+        started=$(now_ms)
+        local started_at
+        started_at=$(now)
+        run "$(( (deadline - started) > 0 ? (deadline - started + 999) / 1000 : 0 ))" "${COMMAND[@]}"
+        took=$(( $(now_ms) - started ))
+        [ "$took" -gt "$longest" ] && longest=$took
+        HISTORY+=("{\"attempt\": $ATTEMPTS, \"exitCode\": $(json_num "$CODE"), \"startedAt\": \"$started_at\", \"seconds\": $(seconds "$took")")
+        if [ -z "$CODE" ]; then close_history; killed "kubeadm $VERB"; return 1; fi
+        if [ "$CODE" = 0 ]; then close_history; return 0; fi
+        terminal=$(terminal_reason "$CODE" "$OUT")
+        if [ -n "$terminal" ]; then
+            close_history
+            fail "$terminal" "kubeadm $VERB exited $CODE: $OUT"
+            return 1
+        fi
+        # The next try waits its backoff, but only so long that a reset and a try as long
+        # as the longest so far still end before the deadline; no such room left: give up.
+        needed=$(( longest + ${reset_took:-$took} + SLACK_MS ))
+        wait=$(( backoff * 1000 ))
+        local room=$(( deadline - $(now_ms) - needed ))
+        [ "$room" -lt "$wait" ] && wait=$room
+        if [ "$wait" -lt 0 ]; then
+            close_history
+            fail DeadlineExceeded "kubeadm $VERB still failing after $ATTEMPTS attempts: $OUT" false
+            return 1
+        fi
+        HISTORY[-1]+=", \"backoff\": $(seconds "$wait")}"
+        PHASE=Retrying REASON=Transient MESSAGE=$(redact "$OUT")
+        NEXT_RETRY_AT=$(date -u -d "@$(( $(date +%s) + (wait + 999) / 1000 ))" +%Y-%m-%dT%H:%M:%SZ)
+        write_status
+        sleep "$(seconds "$wait")"
+        backoff=$(( backoff * 2 < MAX_BACKOFF ? backoff * 2 : MAX_BACKOFF ))
+        local reset_started
+        reset_started=$(now_ms)
+        run "$(( (deadline - reset_started) > 0 ? (deadline - reset_started + 999) / 1000 : 0 ))" \
+            "${COMMAND[0]}" reset --force
+        reset_took=$(( $(now_ms) - reset_started ))
+        [ -z "$CODE" ] && { killed "kubeadm reset"; return 1; }
+        if [ -d "$PKI_COPY" ]; then mkdir -p "$PKI_DIR" && cp -a "$PKI_COPY/." "$PKI_DIR/"; fi
+    done
+}
+
+seconds() { # milliseconds as seconds with one decimal
+    local ms=$(( ($1 + 50) / 100 ))
+    printf '%d.%d' $(( ms / 10 )) $(( ms % 10 ))
+}
+
+close_history() { [[ ${HISTORY[-1]} == *"}" ]] || HISTORY[-1]+="}"; }
+
+# ---------------------------------------------------------------- outcome
+
+succeeded() {
+    if ! { printf 'success\n' > "$SENTINEL"; } 2>/dev/null; then
+        log "nodesmith-bootstrap: the node is bootstrapped but $SENTINEL cannot be written"$'\n'
+        return 1
+    fi
+    return 0
+}
+
+already_joined() {
+    log "nodesmith-bootstrap: $JOINED exists, this node has joined; not running kubeadm again"$'\n'
+    [ -e "$STATUS" ] && return 0
+    PHASE=Succeeded REASON=AlreadyJoined FINISHED_AT=$(now)
+    MESSAGE="$JOINED exists: joined on an earlier run; kubeadm not run again"
+    write_status
+    succeeded
+}
+
+bootstrap() {
+    if [ -e "$JOINED" ]; then already_joined; return; fi
+    write_status
+    commands PreKubeadmCommandFailed "${PRE[@]}" || return 1
+    kubeadm_phase || return 1
+    commands PostKubeadmCommandFailed "${POST[@]}" || return 1
+    PHASE=Succeeded REASON=Bootstrapped MESSAGE="kubeadm $VERB succeeded" FINISHED_AT=$(now)
+    write_status
+    succeeded
+}
+
+main() {
+    ROLE=unknown REDACT=() PRE=() POST=() COMMAND=() VERB="" BACKOFF=5 MAX_BACKOFF=60 DEADLINE=900
+    local err
+    # shellcheck source=/dev/null
+    if ! err=$(bash -n "$1" 2>&1) || ! . "$1" 2> /dev/null || [ -z "${VERB:-}" ]; then
+        fail BootstrapScriptFailed "cannot read the config $1: ${err:-no VERB in it}"
+        return 1
+    fi
+    PKI_DIR=${PKI_DIR:-/etc/kubernetes/pki}
+    bootstrap
+}
+
+main "$@"
