@@ -672,7 +672,6 @@ def render_machine(
     cluster_key = (ctx.cluster.ref.namespace, ctx.cluster.name)
     if plan.role == INIT:  # CABPK's init lock; a failed init keeps it, as there
         bundle.init_lock.setdefault(cluster_key, ctx.machine.name)
-    name = f"{ctx.machine.ref.namespace}/{ctx.machine.name}"
     built = sections(plan)
 
     if plan.ignition:  # the same budget rule: the script compressed only when it must be
@@ -687,7 +686,7 @@ def render_machine(
             sections=built,
             nodesmith_version=__version__,
             role=plan.role,
-            machine=name,
+            machine=f"{ctx.machine.ref.namespace}/{ctx.machine.name}",
             cluster=ctx.cluster.name,
             run_order=run_order(plan.script),
             script_form=script_form(compressed, plain_size, AWS_USERDATA_LIMIT),
@@ -700,11 +699,6 @@ def render_machine(
     userdata = userdata_with(compressed=False)
     if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
         userdata = userdata_with(compressed=True, plain_size=len(userdata))
-    if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
-        plan.warnings.append(
-            f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
-            "use --gzip (cloud-init reads gzipped userdata)"
-        )
     return _result(ctx, plan, options, userdata, "cloud-config")
 
 
@@ -712,9 +706,10 @@ def _result(
     ctx: Context, plan: _Plan, options: RenderOptions, userdata: bytes, format_: str
 ) -> RenderResult:
     """The render's result; a successful init makes the rest of the run join it."""
-    if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT and format_ == "ignition":
+    if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
+        reader = "Ignition" if plan.ignition else "cloud-init"
         plan.warnings.append(f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
-                             "use --gzip (Ignition reads gzipped configs)")  # fmt: skip
+                             f"use --gzip ({reader} reads gzipped userdata)")  # fmt: skip
     if plan.role == INIT:
         ctx.bundle.initialized_here.add((ctx.cluster.ref.namespace, ctx.cluster.name))
     ref = ctx.config.ref
