@@ -37,6 +37,7 @@ KUBEADM_DIR = "/etc/kubeadm"
 BOOTCMD_PATH = "/etc/nodesmith/bootcmd.sh"
 NTP_PATH = "/etc/systemd/timesyncd.conf.d/nodesmith.conf"
 UNIT = "nodesmith-bootstrap.service"
+UNIT_PATH = "/opt/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BOOTCMD_UNIT = "nodesmith-bootcmd.service"
 # Characters a data URL may carry as they are (RFC 2397 is RFC 3986's uric); others are %XX.
 _SAFE = "/:;=,.-_~!$&'()*+@"
@@ -120,6 +121,9 @@ def bootstrap_unit() -> str:
             "Type=oneshot",
             "RemainAfterExit=yes",
             "TimeoutStartSec=0",
+            # Flatcar's kubeadm and kubelet live in /opt/bin (sysext or image-builder), which
+            # systemd's default PATH lacks.
+            f"Environment=PATH={UNIT_PATH}",
             f"ExecStart={SCRIPT_PATH} {CONFIG_PATH}",
             "StandardOutput=journal+console",
             "[Install]",

@@ -187,6 +187,7 @@ def test_real_ignition_writes_what_the_cloud_config_writes(
     assert {"enable nodesmith-bootstrap.service", "enable nodesmith-bootcmd.service"} <= set(preset)
     unit = (root / "etc/systemd/system/nodesmith-bootstrap.service").read_text()
     assert "ExecStart=/opt/bin/nodesmith-bootstrap /etc/nodesmith/bootstrap.env" in unit
+    assert "Environment=PATH=/opt/bin:" in unit  # where Flatcar keeps kubeadm
     assert (root / "etc/nodesmith/bootcmd.sh").read_text() == "\n".join(cc["bootcmd"]) + "\n"
     ntp = (root / "etc/systemd/timesyncd.conf.d/nodesmith.conf").read_text()
     assert ntp == "[Time]\nNTP=" + " ".join(cc["ntp"]["servers"]) + "\n"
