@@ -446,6 +446,16 @@ class Secret:
     data: dict[str, bytes] = field(repr=False)
     type: str | None = None
 
+    def tls(self, needs_key: bool = True) -> tuple[bytes, bytes | None]:
+        """``tls.crt`` and ``tls.key``; one that is needed and absent is terminal, naming it."""
+        cert, key = self.data.get("tls.crt"), self.data.get("tls.key")
+        if not cert or (needs_key and not key):
+            missing = "tls.crt" if not cert else "tls.key"
+            raise TerminalError(
+                f"has no {missing}", obj=self.ref, field=f"data[{missing}]", reason="InvalidSecret"
+            )
+        return cert, key
+
 
 # ---------------------------------------------------------------- parsing
 

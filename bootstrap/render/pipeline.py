@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from bootstrap import __version__
 from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, is_small_number
-from bootstrap.render import ignition, kubeadm, pki, tokens
+from bootstrap.render import ignition, kubeadm, pki
 from bootstrap.render.bootstrap_script import (
     SCRIPT_CONFIG_PATH,
     SCRIPT_PATH,
@@ -31,7 +30,8 @@ from bootstrap.render.cloudconfig import (
     user_entry,
     user_files,
 )
-from bootstrap.render.discovery_file import kubeconfig_file
+from bootstrap.render.discovery import discovery_kubeconfig, token_discovery
+from bootstrap.render.external_etcd import external_etcd, external_etcd_files
 from bootstrap.render.kubeadm_schema import check_document, drop_newer_fields
 from bootstrap.render.objects import CONTROL_PLANE_LABEL
 from bootstrap.render.resolve import Bundle, Context, resolve
@@ -151,25 +151,13 @@ def _retry_settings(ctx: Context) -> dict[str, int]:
     return settings
 
 
-@lru_cache(maxsize=256)
-def _ca_hash(cert_pem: bytes) -> str:
-    return pki.spki_sha256(cert_pem)
-
-
 def _secret_pair(ctx: Context, kind: str) -> pki.KeyPair | None:
     name = f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[kind]}"
     secret = ctx.secret(name)
     if secret is None:
         return None
-    cert, key = secret.data.get("tls.crt"), secret.data.get("tls.key")
-    if not cert or not key:
-        missing = "tls.crt" if not cert else "tls.key"
-        raise TerminalError(
-            f"Secret {ctx.machine.ref.namespace}/{name} has no {missing}",
-            obj=secret.ref,
-            field=f"data[{missing}]",
-            reason="InvalidSecret",
-        )
+    cert, key = secret.tls()
+    assert key is not None  # tls() refuses a pair without its key
     try:
         return pki.load_pair(cert, key, kind)
     except ValueError as exc:
@@ -214,185 +202,6 @@ def _control_plane_pki(
             if s["metadata"]["name"] in wanted
         ]
     return pairs, generated
-
-
-EXTERNAL_ETCD_FILES = ("caFile", "certFile", "keyFile")
-ETCD_CLIENT_SUFFIX = "apiserver-etcd-client"
-
-
-def external_etcd(ctx: Context) -> dict[str, str] | None:
-    """``clusterConfiguration.etcd.external``'s file paths, checked, or None (stacked etcd)."""
-    etcd = (ctx.config.spec.cluster_configuration or {}).get("etcd")
-    external = etcd.get("external") if isinstance(etcd, dict) else None
-    if external is None:
-        return None
-    path = "spec.clusterConfiguration.etcd.external"
-    if not isinstance(external, dict):
-        raise invalid(ctx.config.ref, path, external, "must be a mapping")
-    files: dict[str, str] = {}
-    for key in EXTERNAL_ETCD_FILES:
-        value = external.get(key)
-        if not isinstance(value, str) or not value.startswith("/") or value.endswith("/"):
-            raise invalid(ctx.config.ref, f"{path}.{key}", value, "must be an absolute file path")
-        files[key] = normal_path(value)
-    return files
-
-
-def external_etcd_files(ctx: Context, paths: dict[str, str]) -> list[dict[str, Any]]:
-    """CABPK's external-etcd certificates: the etcd CA certificate from ``<cluster>-etcd`` (its
-    key, if the Secret has one, stays there) and the API server's client pair from
-    ``<cluster>-apiserver-etcd-client``, written where the ClusterConfiguration says.
-
-    Neither can be generated (the etcd is someone else's), so a missing Secret waits.
-    """
-    namespace, cluster = ctx.machine.ref.namespace, ctx.cluster.name
-    found: dict[str, tuple[Any, bytes, bytes | None]] = {}
-    for suffix, needs_key in (("etcd", False), (ETCD_CLIENT_SUFFIX, True)):
-        name = f"{cluster}-{suffix}"
-        secret = ctx.secret(name)
-        if secret is None:
-            raise TransientError(
-                f"external etcd: Secret {namespace}/{name} is not in the input yet; nodesmith "
-                "cannot generate another party's etcd certificates",
-                obj=ctx.machine.ref,
-                reason="ExternalEtcdSecretNotFound",
-                retry_after=30,
-            )
-        cert, key = secret.data.get("tls.crt"), secret.data.get("tls.key")
-        if not cert or (needs_key and not key):
-            missing = "tls.crt" if not cert else "tls.key"
-            raise TerminalError(
-                f"has no {missing}",
-                obj=secret.ref,
-                field=f"data[{missing}]",
-                reason="InvalidSecret",
-            )
-        found[suffix] = (secret.ref, cert, key)
-    checks = (
-        ("etcd", lambda cert, key: pki.KeyPair(pki.check_ca_cert(cert), b"")),
-        (ETCD_CLIENT_SUFFIX, pki.load_client_pair),
-    )
-    loaded: dict[str, pki.KeyPair] = {}
-    for suffix, check in checks:
-        ref, cert, key = found[suffix]
-        try:
-            loaded[suffix] = check(cert, key or b"")
-        except ValueError as exc:
-            raise TerminalError(
-                f"is not usable for the external etcd: {exc}",
-                obj=ref,
-                field="data",
-                reason="InvalidSecret",
-            ) from None
-    ca, client = loaded["etcd"].cert_pem, loaded[ETCD_CLIENT_SUFFIX]
-    return [
-        _pem_file(paths["caFile"], ca, "0640"),
-        _pem_file(paths["certFile"], client.cert_pem, "0640"),
-        _pem_file(paths["keyFile"], client.key_pem, "0600"),
-    ]
-
-
-def _pem_file(path: str, pem: bytes, permissions: str) -> dict[str, Any]:
-    return {"path": path, "owner": "root:root", "permissions": permissions, "content": pem.decode()}
-
-
-def _discovery_kubeconfig(ctx: Context, exec_v1: bool) -> dict[str, Any] | None:
-    """The kubeconfig file a ``discovery.file.kubeConfig`` describes (CABPK writes it too)."""
-    join = ctx.config.spec.join_configuration or {}
-    disc = join.get("discovery")
-    file = disc.get("file") if isinstance(disc, dict) else None
-    if not isinstance(file, dict):
-        return None
-    ca = ctx.secret(f"{ctx.cluster.name}-ca")
-    return kubeconfig_file(
-        ctx.config.ref,
-        file,
-        ctx.cluster.name,
-        ctx.cluster.endpoint,
-        ca.data.get("tls.crt") if ca else None,
-        exec_v1,
-    )
-
-
-def _discovery(
-    ctx: Context, options: RenderOptions, warnings: list[str]
-) -> tuple[dict[str, Any], str | None, dict[str, Any] | None]:
-    """Token-discovery values, the token (for redaction) and a generated token's Secret."""
-    join = ctx.config.spec.join_configuration or {}
-    disc = join.get("discovery") if isinstance(join.get("discovery"), dict) else {}
-    assert isinstance(disc, dict)
-    if "file" in disc:
-        return {}, None, None
-    given = disc.get("bootstrapToken") if isinstance(disc.get("bootstrapToken"), dict) else {}
-    assert isinstance(given, dict)
-    values: dict[str, Any] = {}
-    token_secret = None
-    token = given.get("token")
-    field = "spec.joinConfiguration.discovery.bootstrapToken.token"
-    if token:
-        if not isinstance(token, str) or not tokens.is_valid_token(token):
-            raise TerminalError(
-                "is not a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}",
-                obj=ctx.config.ref,
-                field=field,
-                reason="InvalidToken",
-            )
-    else:
-        token = tokens.generate_token()
-        values["token"] = token
-        token_secret = tokens.token_secret(
-            token,
-            options.token_ttl,
-            options.clock(),
-            description=f"nodesmith bootstrap token for Machine {ctx.machine.ref.namespace}/"
-            f"{ctx.machine.name}",
-        )
-    if not given.get("apiServerEndpoint"):
-        endpoint = ctx.cluster.endpoint
-        if endpoint is None:
-            raise TransientError(
-                "has no control-plane endpoint yet; a join needs one",
-                obj=ctx.cluster.ref,
-                field=ctx.cluster.endpoint_field,
-                reason="WaitingForControlPlaneEndpoint",
-                retry_after=10,
-            )
-        values["apiServerEndpoint"] = endpoint
-    if not given.get("caCertHashes") and not given.get("unsafeSkipCAVerification"):
-        ca_name = f"{ctx.cluster.name}-ca"
-        ca = ctx.secret(ca_name)
-        cert = ca.data.get("tls.crt") if ca else None
-        if ca is not None and not cert:
-            raise TerminalError(
-                "has no tls.crt", obj=ca.ref, field="data[tls.crt]", reason="InvalidSecret"
-            )
-        if cert:
-            try:
-                values["caCertHashes"] = [_ca_hash(cert)]
-            except ValueError as exc:
-                raise TerminalError(
-                    f"tls.crt is not a CA certificate: {exc}",
-                    obj=ca.ref if ca else ca_name,
-                    field="data[tls.crt]",
-                    reason="InvalidSecret",
-                ) from None
-        elif options.unsafe_skip_ca_verification:
-            values["unsafeSkipCAVerification"] = True
-            warnings.append(
-                f"no CA Secret {ctx.machine.ref.namespace}/{ca_name}: discovery does "
-                "not pin the cluster CA (--unsafe-skip-ca-verification)"
-            )
-        else:
-            # Not yet: the init that creates the CA may still be ahead (CABPK requeues).
-            raise TransientError(
-                f"cannot pin the cluster CA for discovery: Secret "
-                f"{ctx.machine.ref.namespace}/{ca_name} (tls.crt) is not in the input yet; "
-                "retry when it exists, or pass --unsafe-skip-ca-verification",
-                obj=ctx.machine.ref,
-                reason="CANotFound",
-                retry_after=30,
-            )
-    return values, str(token), token_secret
 
 
 def _file(path: str, content: str, permissions: str) -> dict[str, Any]:
@@ -485,8 +294,8 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
         documents = [cluster_doc, init, kubeadm.kubelet_configuration(b, ctx.cluster, cluster_doc)]
         path, verb = kubeadm_path(plan, KUBEADM_INIT_PATH), "init"
     else:
-        discovery, token, plan.token_secret = _discovery(ctx, plan.options, plan.warnings)
-        kubeconfig = _discovery_kubeconfig(ctx, (b.version.major, b.version.minor) >= (1, 24))
+        discovery, token, plan.token_secret = token_discovery(ctx, plan.options, plan.warnings)
+        kubeconfig = discovery_kubeconfig(ctx, (b.version.major, b.version.minor) >= (1, 24))
         if kubeconfig is not None:
             plan.files.append(kubeconfig)
         if token:
