@@ -37,8 +37,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+import urllib.request
 from datetime import datetime, timezone
 
 RUN = "/run/cluster-api"
@@ -94,6 +96,10 @@ class Status:
             "history": [],
             "startedAt": now(),
         }
+        self.report_url = cfg.get("reportUrl")
+        self.report_credential = cfg.get("reportCredential") or ""
+        self.reported = None
+        self.sender = None
 
     def redact(self, text, limit=2000):
         for s in self.secrets:
@@ -124,6 +130,54 @@ class Status:
             "nodesmith-bootstrap: %s %s %s\n"
             % (self.doc["phase"], self.doc["reason"], self.doc["message"][-300:])
         )
+        self.report()
+
+    def report(self):
+        """Tell the management cluster (``reportUrl``) about a phase change, from a thread: a
+        slow or unreachable endpoint never holds up or fails the bootstrap. Reports go in
+        order (each waits for the one before, 6 s at most); errors are logged and dropped."""
+        if not self.report_url:
+            return
+        body = {
+            "phase": self.doc["phase"],
+            "reason": self.doc["reason"],
+            "terminal": bool(self.doc["terminal"]),
+            "attempts": int(self.doc["attempts"]),
+        }
+        key = sorted(body.items())
+        if key == self.reported:
+            return
+        self.reported = key
+        previous, url, credential = self.sender, self.report_url, self.report_credential
+
+        def send():
+            if previous is not None:
+                previous.join(6)
+            request = urllib.request.Request(
+                url,
+                data=json.dumps(body).encode(),
+                method="POST",
+                headers={
+                    "Content-Type": "application/json",
+                    "Authorization": "Bearer " + credential,
+                },
+            )
+            try:
+                urllib.request.urlopen(request, timeout=5).close()
+            except Exception as exc:  # HTTP 4xx/5xx, refused, timeout: the node goes on
+                log(
+                    "nodesmith-bootstrap: could not report %s to the management cluster (%s); "
+                    "going on\n" % (body["phase"], type(exc).__name__)
+                )
+
+        self.sender = threading.Thread(target=send)
+        self.sender.daemon = True
+        self.sender.start()
+
+    def flush(self, timeout=6):
+        """Give the last report a moment to leave before the script exits."""
+        if self.sender is not None:
+            self.sender.join(timeout)
 
     def fail(self, reason, message, terminal=True):
         self.write(
@@ -350,6 +404,8 @@ def main():
         return bootstrap(status, cfg)
     except Exception:  # a defect here must not leave the status at Running for good
         return status.fail("BootstrapScriptFailed", traceback.format_exc())
+    finally:
+        status.flush()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 # that are not (iconv -c) where Python puts U+FFFD.
 #
 # Run by nodesmith-bootstrap.service with the path of its config. Uses bash, coreutils,
-# util-linux (setsid), GNU sed and grep, and iconv: all in Flatcar's base image.
+# util-linux (setsid), GNU sed and grep, iconv and (for reports) curl: all in Flatcar's base
+# image.
 
 set -u
 RUN=/run/cluster-api
@@ -84,6 +85,36 @@ write_status() {
         fi
     fi
     log "nodesmith-bootstrap: $PHASE $REASON $(tail_chars "$MESSAGE" 300)"$'\n'
+    report_status
+}
+
+# The management cluster hears of each phase change (REPORT_URL), from the background: a slow
+# or unreachable endpoint never holds up or fails the bootstrap. Reports go in order (each
+# waits up to 6 s for the one before). The credential reaches curl through its config on
+# stdin, never its argv, where ps would show it.
+REPORTED="" REPORT_PID=""
+report_status() {
+    [ -n "${REPORT_URL:-}" ] || return 0
+    local body prev=$REPORT_PID
+    body=$(printf '{"phase": %s, "reason": %s, "terminal": %s, "attempts": %s}' \
+        "$(json_str "$PHASE")" "$(json_str "$REASON")" "$TERMINAL" "$(json_num "$ATTEMPTS")")
+    [ "$body" = "$REPORTED" ] && return 0
+    REPORTED=$body
+    (
+        wait_for_pid "$prev"
+        if ! printf 'header = "Authorization: Bearer %s"\n' "${REPORT_CREDENTIAL:-}" \
+            | curl -fsS -m 5 -K - -X POST -H 'Content-Type: application/json' \
+                --data-binary "$body" "$REPORT_URL" > /dev/null 2>&1; then
+            log "nodesmith-bootstrap: could not report $PHASE to the management cluster; going on"$'\n'
+        fi
+    ) &
+    REPORT_PID=$!
+}
+
+wait_for_pid() { # pid: until it exits, 6 s at most
+    [ -n "$1" ] || return 0
+    local i
+    for i in $(seq 1 30); do kill -0 "$1" 2> /dev/null || return 0; sleep 0.2; done
 }
 
 fail() { # reason message [terminal]
@@ -274,7 +305,10 @@ main() {
         return 1
     fi
     PKI_DIR=${PKI_DIR:-/etc/kubernetes/pki}
-    bootstrap
+    local code=0
+    bootstrap || code=$?
+    wait_for_pid "$REPORT_PID"  # let the last report leave
+    return "$code"
 }
 
 main "$@"

@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("bootstrap.cli.render", "render bootstrap userdata for a Machine"),
     "image": ("bootstrap.cli.image", "build golden node images"),
     "serve": ("bootstrap.cli.serve", "serve bootstrap userdata over HTTP to machine controllers"),
+    "controller": (
+        "bootstrap.cli.controller",
+        "run nodesmith as a Cluster API bootstrap provider, or print its install YAML",
+    ),
     "vm": ("bootstrap.cli.vm", "boot a node image under qemu with rendered userdata"),
     "verify": (
         "bootstrap.cli.verify",

@@ -94,6 +94,8 @@ _SHELL_VARS = (
     ("DEADLINE", "deadline"),
     ("PKI_DIR", "pkiDir"),
     ("REDACT", "redact"),
+    ("REPORT_URL", "reportUrl"),
+    ("REPORT_CREDENTIAL", "reportCredential"),
 )
 
 

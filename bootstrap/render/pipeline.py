@@ -328,6 +328,9 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
     command = ["kubeadm", verb, "--config", path, *plan.builder.flags]
     if spec.verbosity is not None:
         command += ["--v", str(spec.verbosity)]
+    report = plan.options.status_report
+    if report is not None:
+        plan.redact.append(report.credential)
     return {
         "role": plan.role,
         "verb": verb,
@@ -338,6 +341,8 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
         "redact": plan.redact,
         # kubeadm reset empties it; the script puts nodesmith's CAs back before a retry.
         **({"pkiDir": plan.certificates_dir} if plan.certificates_dir != pki.PKI_DIR else {}),
+        # the node reports its phases here (never blocking on it): the controller's endpoint
+        **({"reportUrl": report.url, "reportCredential": report.credential} if report else {}),
     }
 
 

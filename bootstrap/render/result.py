@@ -18,6 +18,18 @@ AWS_USERDATA_LIMIT = 16 * 1024
 
 
 @dataclass(frozen=True)
+class StatusReport:
+    """Where the node reports its phases, and the per-Machine credential it reports with
+    (``bootstrap.controller.reports``). Secret: redacted from the node's logs."""
+
+    url: str
+    credential: str
+
+    def __repr__(self) -> str:
+        return f"StatusReport(url={self.url!r}, credential=<redacted>)"
+
+
+@dataclass(frozen=True)
 class RenderOptions:
     """Knobs a caller may set; the defaults are what a machine controller wants."""
 
@@ -27,6 +39,7 @@ class RenderOptions:
     gzip: bool = False
     token_ttl: timedelta = timedelta(minutes=15)
     now: datetime | None = None
+    status_report: StatusReport | None = None
 
     def clock(self) -> datetime:
         return self.now or datetime.now(UTC)

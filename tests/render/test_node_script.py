@@ -470,3 +470,101 @@ def test_a_defect_in_the_script_ends_in_failed_not_running(tmp_path: Path) -> No
     )
     assert {"python": "TypeError", "bash": "cannot read the config"}[IMPL] in st["message"]
     assert r["calls"] == []
+
+
+# ---------------------------------------------------------------- reports to the management
+
+
+class _Reports:
+    """A real HTTP endpoint on 127.0.0.1 that records what the node script POSTs."""
+
+    def __init__(self, respond: bool = True) -> None:
+        import http.server
+        import threading
+
+        received: list[dict[str, Any]] = []
+        self.received = received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append(
+                    {"path": self.path, "auth": self.headers["Authorization"], **json.loads(body)}
+                )
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/reports/default/demo-md-0"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+CREDENTIAL = "nsr1.eyJucyI6ImRlZmF1bHQifQ.c2lnbmF0dXJl"
+
+
+def test_each_phase_change_is_reported_in_order_with_the_credential(tmp_path: Path) -> None:
+    reports = _Reports()
+    try:
+        config = {"reportUrl": reports.url, "reportCredential": CREDENTIAL}
+        r = _run(tmp_path, "transient 1", backoff="1", config=config)
+    finally:
+        reports.close()
+    assert r["rc"] == 0, r["out"]
+    seen = [(x["phase"], x["reason"], x["terminal"], x["attempts"]) for x in reports.received]
+    assert seen[0] == ("Running", "Started", False, 0)
+    assert seen[-1] == ("Succeeded", "Bootstrapped", False, 2)
+    retries = [s for s in seen if s[0] == "Retrying"]
+    assert len(retries) == 1 and retries[0][2:] == (False, 1)
+    assert len(seen) == len(set(seen))  # a report per change, none repeated
+    assert {x["auth"] for x in reports.received} == {f"Bearer {CREDENTIAL}"}
+    assert {x["path"] for x in reports.received} == {"/v1/reports/default/demo-md-0"}
+
+
+def test_a_terminal_failure_is_reported_as_terminal(tmp_path: Path) -> None:
+    reports = _Reports()
+    try:
+        config = {"reportUrl": reports.url, "reportCredential": CREDENTIAL}
+        r = _run(tmp_path, "terminal 2", config=config)
+    finally:
+        reports.close()
+    assert r["rc"] == 1
+    last = reports.received[-1]
+    assert (last["phase"], last["reason"], last["terminal"]) == ("Failed", "PreflightFailed", True)
+
+
+@pytest.mark.parametrize("endpoint", ["refused", "silent"])
+def test_an_unreachable_management_never_blocks_or_fails_the_bootstrap(
+    tmp_path: Path, endpoint: str
+) -> None:
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if endpoint == "silent":
+        listener.listen(64)  # accepts connections into its backlog, never answers
+    else:
+        listener.close()  # nothing listens: connection refused
+    try:
+        config = {
+            "reportUrl": f"http://127.0.0.1:{port}/v1/reports/default/demo-md-0",
+            "reportCredential": CREDENTIAL,
+        }
+        started = time.monotonic()
+        r = _run(tmp_path, "ok", config=config)
+        seconds = time.monotonic() - started
+    finally:
+        listener.close()
+    assert r["rc"] == 0, r["out"]
+    assert r["status"]["phase"] == "Succeeded" and r["sentinel"]
+    assert "could not report" in r["out"]
+    assert CREDENTIAL not in r["out"]
+    # the bootstrap itself never waited on a report; only the exit gives the last one 6 s
+    assert seconds < 15, seconds

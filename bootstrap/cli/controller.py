@@ -1,0 +1,129 @@
+"""``nodesmith controller run|manifests``: the Cluster API bootstrap provider."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bootstrap.errors import bad_usage
+
+_DURATION = re.compile(r"^(\d{1,6})(s|m|h)$")
+
+
+def parse_duration(flag: str, text: str) -> timedelta:
+    match = _DURATION.match(text)
+    if not match or int(match.group(1)) == 0:
+        raise bad_usage(flag, text, "must be a positive duration such as 30s, 15m or 1h")
+    unit = {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+    return timedelta(seconds=int(match.group(1)) * unit)
+
+
+def parse_bind(flag: str, text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if text == "0":
+        return "", 0
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise bad_usage(flag, text, "must be HOST:PORT, or 0 for none")
+    return host, int(port)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bootstrap.controller.manager import Controller, Options
+
+    if args.kubeconfig is not None and not args.kubeconfig.is_file():
+        raise bad_usage("--kubeconfig", str(args.kubeconfig), "is not a file")
+    if not 1 <= args.workers <= 64:
+        raise bad_usage("--workers", args.workers, "must be 1..64")
+    host, port = parse_bind("--metrics-bind", args.metrics_bind)
+    report_host, report_port = parse_bind("--report-bind", args.report_bind)
+    if args.report_url is not None and not re.match(r"^https?://[^/\s]+(/\S*)?$", args.report_url):
+        raise bad_usage("--report-url", args.report_url, "must be an http(s):// URL")
+    if bool(args.report_tls_cert) != bool(args.report_tls_key):
+        raise bad_usage(
+            "--report-tls-cert", args.report_tls_cert or "", "needs --report-tls-key too"
+        )
+    tls = (args.report_tls_cert, args.report_tls_key) if args.report_tls_cert else None
+    options = Options(
+        kubeconfig=args.kubeconfig,
+        workers=args.workers,
+        metrics_host=host,
+        metrics_port=port,
+        leader_elect=args.leader_elect,
+        lease_namespace=args.leader_election_namespace,
+        lease_name=args.leader_election_id,
+        lease_duration=parse_duration("--lease-duration", args.lease_duration).total_seconds(),
+        lease_renew=parse_duration("--lease-renew", args.lease_renew).total_seconds(),
+        identity=args.identity or "",
+        token_ttl=parse_duration("--bootstrap-token-ttl", args.bootstrap_token_ttl),
+        report_host=report_host,
+        report_port=report_port,
+        report_url=args.report_url,
+        report_ttl=parse_duration("--report-credential-ttl", args.report_credential_ttl),
+        report_tls=tls,
+    )
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format='{"ts": "%(asctime)s", "level": "%(levelname)s", "msg": "%(message)s"}',
+    )
+    for noisy in ("httpx", "httpx2", "httpcore"):  # one line per request: not ours to log
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    controller = Controller(options)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        controller.stop.set()  # graceful: the reconcile in hand finishes, the Lease is given up
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return controller.run()
+
+
+def _manifests(args: argparse.Namespace) -> int:
+    from bootstrap.controller.manifests import manifests, render_yaml
+
+    if args.replicas < 1:
+        raise bad_usage("--replicas", args.replicas, "must be at least 1")
+    sys.stdout.write(render_yaml(manifests(args.image, args.namespace, args.replicas)))
+    return 0
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("controller", help="the Cluster API bootstrap provider controller")
+    commands = parser.add_subparsers(dest="controller_command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser("run", help="reconcile KubeadmConfigs on a management cluster")
+    run.add_argument("--kubeconfig", type=Path, help="default: the in-cluster ServiceAccount")
+    run.add_argument("--workers", type=int, default=4)
+    run.add_argument("--metrics-bind", default="127.0.0.1:8080", help="HOST:PORT, or 0")
+    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
+    run.add_argument("--leader-election-namespace", default="default")
+    run.add_argument("--leader-election-id", default="nodesmith-controller")
+    run.add_argument("--lease-duration", default="15s")
+    run.add_argument("--lease-renew", default="5s")
+    run.add_argument("--identity", help="this replica's name in the Lease (default host_pid)")
+    run.add_argument("--bootstrap-token-ttl", default="15m", help="as CABPK's flag (15m)")
+    run.add_argument(
+        "--report-bind", default="0", help="HOST:PORT of the node status endpoint, or 0 (none)"
+    )
+    run.add_argument(
+        "--report-url",
+        help="the node status endpoint as nodes reach it (https://HOST:PORT); rendered into "
+        "the userdata with a per-Machine credential",
+    )
+    run.add_argument("--report-credential-ttl", default="4h")
+    run.add_argument("--report-tls-cert", help="serve the node status endpoint over TLS")
+    run.add_argument("--report-tls-key")
+    run.set_defaults(func=_run)
+
+    show = commands.add_parser("manifests", help="print the provider's install YAML")
+    show.add_argument("--image", default="ghcr.io/nodesmith/nodesmith:0.1.0")
+    show.add_argument("--namespace", default="nodesmith-system")
+    show.add_argument("--replicas", type=int, default=2)
+    show.set_defaults(func=_manifests)

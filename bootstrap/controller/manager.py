@@ -1,0 +1,265 @@
+"""The running controller: leader election, four informers, a work queue, workers, metrics.
+
+Events map to the KubeadmConfigs they concern: a config's own change queues it; a Machine's
+change queues its ``spec.bootstrap.configRef``; a Cluster's change queues the configs of its
+Machines; a Secret's arrival queues the configs that were waiting for it (recorded when their
+reconcile ended waiting). Status-only updates of a config (our own writes) queue nothing.
+
+Each reconcile logs one JSON line (config, result, reason, milliseconds, writes): never a
+token, key or userdata, since none of them is ever put in an outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bootstrap.controller import kube
+from bootstrap.controller.informer import Informer, Key, key_of
+from bootstrap.controller.leader import LeaderElector
+from bootstrap.controller.metrics import Metrics
+from bootstrap.controller.reconcile import Caches, Outcome, Reconciler, Settings
+from bootstrap.controller.reports import Credentials, ReportServer, load_key
+from bootstrap.controller.workqueue import WorkQueue
+
+log = logging.getLogger("nodesmith.controller")
+
+Obj = dict[str, Any]
+
+DRAIN_SECONDS = 20.0
+EXIT_LOST_LEADERSHIP = 75  # EX_TEMPFAIL: restart me; another replica leads meanwhile
+
+
+@dataclass
+class Options:
+    kubeconfig: Path | None = None
+    workers: int = 4
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 8080  # 0: no metrics endpoint
+    leader_elect: bool = True
+    lease_namespace: str = "default"
+    lease_name: str = "nodesmith-controller"
+    lease_duration: float = 15.0
+    lease_renew: float = 5.0
+    identity: str = ""
+    token_ttl: timedelta = timedelta(minutes=15)
+    backoff_base: float = 1.0
+    backoff_cap: float = 300.0
+    report_host: str = "0.0.0.0"
+    report_port: int = 0  # 0: no report endpoint
+    report_url: str | None = None  # the endpoint as nodes reach it
+    report_ttl: timedelta = timedelta(hours=4)
+    report_tls: tuple[str, str] | None = None  # (certificate, key) files
+
+
+def _generation_same(new: Obj, old: Obj | None) -> bool:
+    if old is None:
+        return False
+    n, o = new.get("metadata") or {}, old.get("metadata") or {}
+    return (
+        n.get("generation") == o.get("generation")
+        and n.get("labels") == o.get("labels")
+        and n.get("annotations") == o.get("annotations")
+        and n.get("ownerReferences") == o.get("ownerReferences")
+    )
+
+
+class Controller:
+    def __init__(self, options: Options, client: Any = None) -> None:
+        self.options = options
+        if client is None and options.kubeconfig is not None:
+            client = kube.connect(options.kubeconfig)
+        if client is None:
+            from lightkube import Client
+
+            client = Client(field_manager="nodesmith")  # in-cluster ServiceAccount
+        self.client = client
+        self.api = kube.Api(client)
+        self.queue = WorkQueue(options.backoff_base, options.backoff_cap)
+        self.stop = threading.Event()
+        self._elector_stop = threading.Event()  # renewals go on while the workers drain
+        self._waiting: dict[Key, set[Key]] = {}  # Secret -> configs waiting for it
+        self._waiting_lock = threading.Lock()
+        caches = Caches(
+            configs=Informer(client, kube.KubeadmConfig, self._on_config, "kubeadmconfigs"),
+            machines=Informer(client, kube.Machine, self._on_machine, "machines"),
+            clusters=Informer(client, kube.Cluster, self._on_cluster, "clusters"),
+            secrets=Informer(client, kube.Secret, self._on_secret, "secrets"),
+        )
+        self.caches = caches
+        self.reconciler = Reconciler(
+            self.api,
+            caches,
+            Settings(
+                token_ttl=options.token_ttl,
+                report_url=options.report_url,
+                report_ttl=options.report_ttl,
+            ),
+        )
+        self.metrics = Metrics(self)
+        identity = options.identity or f"{socket.gethostname()}_{os.getpid()}"
+        # its own connection, timing out within the renew deadline: a hung renewal must not
+        # outlive the leadership it is renewing
+        elector_api = (
+            kube.Api(kube.connect(options.kubeconfig, timeout=max(1.0, options.lease_renew)))
+            if options.kubeconfig is not None
+            else self.api
+        )
+        self.elector = LeaderElector(
+            elector_api,
+            options.lease_namespace,
+            options.lease_name,
+            identity,
+            options.lease_duration,
+            options.lease_renew,
+        )
+
+    # ------------------------------------------------------------------ event mapping
+
+    def _on_config(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            return
+        if kind == "MODIFIED" and _generation_same(obj, old):
+            return  # a status write (ours, or a node report): nothing to reconcile
+        self.queue.add(key_of(obj))
+
+    def _on_machine(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        ref = ((obj.get("spec") or {}).get("bootstrap") or {}).get("configRef") or {}
+        if ref.get("kind") == "KubeadmConfig" and ref.get("name"):
+            key = ((obj.get("metadata") or {}).get("namespace", ""), str(ref["name"]))
+            self.reconciler.mark_inputs_changed(key)
+            self.queue.add(key)
+
+    def _on_cluster(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        namespace, name = key_of(obj)
+        for machine in self.caches.machines.items():
+            meta = machine.get("metadata") or {}
+            if (
+                meta.get("namespace") == namespace
+                and (machine.get("spec") or {}).get("clusterName") == name
+            ):
+                self._on_machine(kind, machine, None)
+
+    def _on_secret(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            return
+        with self._waiting_lock:
+            waiting = self._waiting.pop(key_of(obj), set())
+        for key in waiting:
+            self.reconciler.mark_inputs_changed(key)
+            self.queue.add(key)
+
+    # ------------------------------------------------------------------ workers
+
+    def _schedule(self, key: Key, outcome: Outcome) -> None:
+        if outcome.waiting_on:
+            with self._waiting_lock:
+                for secret in outcome.waiting_on:
+                    self._waiting.setdefault(secret, set()).add(key)
+            # a Secret that arrived during the reconcile found nobody waiting: look again
+            if any(self.caches.secrets.get(*secret) is not None for secret in outcome.waiting_on):
+                self.reconciler.mark_inputs_changed(key)
+                self.queue.add(key)
+                return
+        if outcome.backoff:
+            self.queue.retry(key)
+            return
+        self.queue.forget(key)
+        if outcome.requeue_after is not None:
+            self.queue.add_after(key, outcome.requeue_after)
+
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            item = self.queue.get(timeout=0.5)
+            if item is None:
+                continue
+            key: Key = item  # type: ignore[assignment]
+            started = time.monotonic()
+            before = kube.thread_writes()
+            try:
+                outcome = self.reconciler.reconcile(key)
+            except Exception as exc:  # a bug must not kill the worker: log it, back off
+                log.exception("reconcile of %s/%s crashed", *key)
+                outcome = Outcome("error", type(exc).__name__, backoff=True)
+            finally:
+                self.queue.done(key)
+            seconds = time.monotonic() - started
+            writes = kube.thread_writes() - before
+            self.metrics.observe(outcome, seconds)
+            self._schedule(key, outcome)
+            line = {
+                "ts": round(time.time(), 3),
+                "msg": "reconcile",
+                "config": f"{key[0]}/{key[1]}",
+                "result": outcome.result,
+                "reason": outcome.reason,
+                "ms": round(seconds * 1000, 1),
+                "writes": writes,
+            }
+            print(json.dumps(line), file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> int:
+        """Run until ``stop`` is set (SIGTERM) or leadership is lost; returns an exit code."""
+        self.metrics.serve(self.options.metrics_host, self.options.metrics_port)
+        if self.options.report_port or self.options.report_url:
+            # every replica holds the key (a standby can take over without new credentials)
+            key = load_key(self.api, self.options.lease_namespace)
+            credentials = Credentials(key)
+            self.reconciler.settings.credentials = credentials
+            if self.options.report_port:
+                ReportServer(self, credentials).serve(
+                    self.options.report_host, self.options.report_port, self.options.report_tls
+                )
+        if self.options.leader_elect:
+            threading.Thread(
+                target=self.elector.run, args=(self._elector_stop,), name="leader", daemon=True
+            ).start()
+            while not self.stop.is_set() and not self.elector.leading.is_set():
+                self.stop.wait(0.2)
+            if self.stop.is_set():
+                self._elector_stop.set()
+                return 0
+        for informer in (
+            self.caches.clusters,
+            self.caches.machines,
+            self.caches.secrets,
+            self.caches.configs,
+        ):
+            informer.start()
+        for informer in (self.caches.clusters, self.caches.machines, self.caches.secrets):
+            while not informer.synced.wait(0.2):
+                if self.stop.is_set():
+                    return 0
+        workers = [
+            threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
+            for i in range(self.options.workers)
+        ]
+        for worker in workers:
+            worker.start()
+        log.info("controller running with %d workers", len(workers))
+        code = 0
+        while not self.stop.is_set():
+            if self.elector.lost.is_set():
+                code = EXIT_LOST_LEADERSHIP
+                self.stop.set()
+                break
+            self.stop.wait(0.2)
+        self.queue.close()
+        deadline = time.monotonic() + DRAIN_SECONDS  # within the pod's 30 s grace period
+        for worker in workers:  # finish the reconcile in hand: no half-written config
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._elector_stop.set()
+        if self.options.leader_elect and code == 0:
+            self.elector.release()
+        return code
