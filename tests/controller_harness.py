@@ -3,7 +3,7 @@
 Both are real kube-apiservers v1.20.2 from the project's Kubernetes build over one Debian etcd
 (the workload under its own prefix), RBAC on. The provider is installed the way an operator
 installs it: ``nodesmith controller manifests | kubectl apply -f -`` with the build's kubectl,
-plus the Cluster API core CRDs nodesmith writes for its tests (tests/data/controller). The
+plus the Cluster API core CRDs nodesmith writes (``bootstrap.controller.capi_crds``). The
 controller runs as its own process (``nodesmith controller run``) acting as the manifests'
 ServiceAccount, so RBAC judges the manifests' rules for real.
 """
@@ -23,13 +23,11 @@ from typing import Any
 
 import yaml
 
-from bootstrap.controller import kube
+from bootstrap.controller import capi_crds, kube
 from bootstrap.controller.manifests import NAMESPACE, SERVICE_ACCOUNT, manifests, render_yaml
 from bootstrap.kubernetes.apiserver import APIServer, Etcd, free_port
 from bootstrap.render import pki
 
-HERE = Path(__file__).parent
-CORE_CRDS = HERE / "data" / "controller" / "capi-core-crds.yaml"
 SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
 VERSION = "v1.20.2"
@@ -139,7 +137,7 @@ class Testbed:
         self.admin = kube.Api(kube.connect(self.management.kubeconfig_dict()))
         self.workload_admin = kube.Api(kube.connect(self.workload.kubeconfig_dict()))
         self.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:test")))
-        self.kubectl("apply", "-f", str(CORE_CRDS))
+        self.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
         for crd in (
             "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
             "clusters.cluster.x-k8s.io",

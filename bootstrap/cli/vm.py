@@ -167,17 +167,38 @@ def _cluster(args: argparse.Namespace) -> int:
     image = Path(args.image)
     beside = image.parent / "manifest.json"
     manifest = load_manifest(beside) if beside.is_file() else None
-    run = cluster.up(
-        image,
-        load_paths(args.files),
-        accel=choose(args.accel),
-        options=RenderOptions(image_manifest=manifest),
-        memory=args.memory,
-        timeout=args.timeout,
-    )
+    management: dict[str, Any] | None = None
+    if args.via_controller:
+        import tempfile
+
+        from bootstrap.vm import managed
+
+        workdir = Path(tempfile.mkdtemp(prefix="nodesmith-management-", dir="/var/tmp"))
+        print(f"management cluster and controller logs: {workdir}", file=sys.stderr)
+        run, management = managed.up(
+            image,
+            load_paths(args.files),
+            accel=choose(args.accel),
+            workdir=workdir,
+            memory=args.memory,
+            timeout=args.timeout,
+        )
+    else:
+        run = cluster.up(
+            image,
+            load_paths(args.files),
+            accel=choose(args.accel),
+            options=RenderOptions(image_manifest=manifest),
+            memory=args.memory,
+            timeout=args.timeout,
+        )
     result: dict[str, Any] = {"ok": False}
     try:
         result = cluster.report(run)
+        if management is not None:
+            result["management"] = management
+            for machine, cond in management["bootstrapSucceeded"].items():
+                print(f"{machine}: BootstrapSucceeded {cond['status']} ({cond['reason']})")
         print(run.kubectl("get", "nodes", "-o", "wide"), end="")
         for node in result["nodes"]:
             steps = ", ".join(f"{k} {v:.0f}s" for k, v in node["timeline"].items())
@@ -223,5 +244,11 @@ def register(subparsers: Any) -> None:
     cl.add_argument("--memory", type=int, default=vm.DEFAULT_MEMORY_MB, metavar="MIB")
     cl.add_argument("--timeout", type=float, default=1800, metavar="S")
     cl.add_argument("--json", metavar="FILE", help="write the report (nodes, timelines) here")
+    cl.add_argument(
+        "--via-controller",
+        action="store_true",
+        help="boot each VM from the data Secret nodesmith's controller writes on a local "
+        "management API server (CABPK's role), the nodes reporting back to it",
+    )
     cl.add_argument("--keep", action="store_true", help="leave the VMs running")
     cl.set_defaults(func=_cluster)

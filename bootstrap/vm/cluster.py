@@ -224,6 +224,7 @@ def _boot(
     root: Path | None,
     memory: int,
     progress: Progress,
+    forwards: tuple[str, ...] = (),
 ) -> None:
     node.state = qemu.up(
         image,
@@ -236,6 +237,7 @@ def _boot(
         progress=progress,
         link=link,
         network_config=network_config(node),
+        forwards=forwards,
     )
     node.timeline["ssh"] = round(node.vm.ssh_ready_s or 0.0, 1)
 

@@ -262,9 +262,11 @@ def qemu_command(
     firmware: str,
     state: Path,
     link: Link | None = None,
+    forwards: tuple[str, ...] = (),
 ) -> list[str]:
     """The qemu command line: headless, serial console to a file, SSH-only loopback forward
-    (and, with ``link``, a second NIC on the run's private segment)."""
+    (and, with ``link``, a second NIC on the run's private segment; ``forwards``, more
+    ``hostfwd=``/``guestfwd=`` rules, the only ways through ``restrict=on``)."""
     cmd = [
         "qemu-system-x86_64",
         "-name",
@@ -292,7 +294,7 @@ def qemu_command(
         "-drive",
         f"file={seed},format=raw,if=virtio,readonly=on",
         "-netdev",
-        f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
+        ",".join([f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22", *forwards]),
         "-device",
         "virtio-net-pci,netdev=n0",
         *(link.qemu_args() if link else []),
@@ -460,6 +462,7 @@ def up(
     progress: Progress = _stderr,
     link: Link | None = None,
     network_config: bytes | None = None,
+    forwards: tuple[str, ...] = (),
 ) -> VMState:
     """Boot ``image`` with ``userdata`` and wait for SSH. Returns the recorded state.
 
@@ -503,6 +506,7 @@ def up(
             progress=progress,
             link=link,
             network_config=network_config,
+            forwards=forwards,
         )
     except BaseException:
         _stop_dir(vm_dir, keep=("serial.log", "qemu.log", "qemu.cmd"))
@@ -524,6 +528,7 @@ def _boot(
     progress: Progress,
     link: Link | None,
     network_config: bytes | None,
+    forwards: tuple[str, ...] = (),
 ) -> VMState:
     client = sshkeys.generate(f"{SSH_USER}@nodesmith-vm-{name}")
     host = sshkeys.generate(f"root@{name}")
@@ -555,6 +560,7 @@ def _boot(
             firmware=firmware,
             state=vm_dir,
             link=link,
+            forwards=forwards,
         )
         (vm_dir / "qemu.cmd").write_text(" ".join(cmd) + "\n", encoding="utf-8")
         started = time.time()

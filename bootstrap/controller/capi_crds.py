@@ -1,7 +1,19 @@
-# Cluster API core CRDs (cluster.x-k8s.io/v1beta1 Cluster and Machine) for the controller
-# tests' management API server, written by nodesmith: the fields the controller reads are
-# typed, the rest is kept open. Status is a subresource, as in Cluster API, so a test sets it
-# the way CAPI's own controllers do (PATCH .../status).
+"""Cluster API core CRDs (cluster.x-k8s.io/v1beta1 Cluster and Machine), written by nodesmith.
+
+A management cluster that nodesmith starts itself (the controller's tests, its benchmark and
+``nodesmith vm cluster --via-controller``) has no Cluster API core installed; these stand in
+for its CRDs. The fields the controller reads are typed, the rest is kept open; status is a
+subresource, as in Cluster API, so whoever plays CAPI's own controllers sets it the way they do
+(PATCH .../status). They are not an installation of Cluster API: no controller comes with them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+_CRDS = """\
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -92,3 +104,12 @@ spec:
               properties:
                 nodeRef: {type: object, x-kubernetes-preserve-unknown-fields: true}
                 bootstrapReady: {type: boolean}
+"""
+
+
+def crds() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(_CRDS) if doc]
+
+
+def render_yaml() -> str:
+    return _CRDS

@@ -1,0 +1,406 @@
+"""``nodesmith vm cluster --via-controller``: the same cluster, its userdata from the controller.
+
+Where :func:`bootstrap.vm.cluster.up` renders the bundle itself, this run stands up what a
+Cluster API user has and lets nodesmith's controller do CABPK's job:
+
+* a management cluster: a real kube-apiserver v1.20.2 (the project's Kubernetes build) over
+  Debian's etcd on 127.0.0.1, the provider installed from ``nodesmith controller manifests``
+  and Cluster API's core CRDs (``bootstrap.controller.capi_crds``);
+* ``nodesmith controller run`` as the provider's ServiceAccount, with its node report endpoint;
+* the bundle applied there (Cluster, Machines, their KubeadmConfigs owned by them, Secrets);
+* this module plays Cluster API's core and infrastructure controllers, and nothing more: it
+  marks the Cluster's infrastructure ready, boots each Machine's VM from the data Secret *the
+  controller wrote*, writes ``<cluster>-kubeconfig`` once the control plane answers (reached
+  through a loopback forward, so the API server gets ``127.0.0.1`` as an extra SAN) and sets
+  ControlPlaneInitialized and each Machine's nodeRef, as CAPI's Cluster and Machine
+  controllers do.
+
+The nodes report their bootstrap phases to the controller through a qemu ``guestfwd``
+(``http://10.0.2.100:8443`` inside each VM, relayed by ``bootstrap.vm.relay`` to the
+controller's endpoint on the host's loopback),
+and the run ends only when every KubeadmConfig says ``BootstrapSucceeded``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bootstrap.controller import capi_crds, kube
+from bootstrap.controller.manifests import NAMESPACE, SERVICE_ACCOUNT, manifests, render_yaml
+from bootstrap.errors import TerminalError, TransientError
+from bootstrap.hostutil import free_port
+from bootstrap.kubernetes.apiserver import APIServer, Etcd
+from bootstrap.kubernetes.build import current
+from bootstrap.render.objects import CONTROL_PLANE_LABEL
+from bootstrap.render.pipeline import INIT, JOIN_CP, WORKER
+from bootstrap.vm import qemu
+from bootstrap.vm.accel import Accel
+from bootstrap.vm.cluster import (
+    ADMIN,
+    ClusterRun,
+    Node,
+    Progress,
+    _boot,
+    _cloud_init_done,
+    _infra_address,
+    ssh,
+    wait_bootstrapped,
+    wait_ready,
+)
+
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
+REPORT_GUEST = "10.0.2.100"  # the report endpoint as the VMs see it (qemu guestfwd)
+REPORT_GUEST_PORT = 8443
+MGMT_KINDS = ("Cluster", "Secret")
+Obj = dict[str, Any]
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _fresh(obj: Obj) -> Obj:
+    """``obj`` as a new object for the API: no uid, version, timestamps or status."""
+    out = copy.deepcopy(obj)
+    out.pop("status", None)
+    meta = out.setdefault("metadata", {})
+    for key in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+        meta.pop(key, None)
+    meta.setdefault("namespace", "default")
+    return out
+
+
+@dataclass
+class Management:
+    """The management cluster of the run and the controller acting on it."""
+
+    workdir: Path
+    etcd: Etcd
+    server: APIServer
+    admin: kube.Api
+    kubectl_bin: Path
+    controller: subprocess.Popen[bytes] | None = None
+    report_port: int = field(default_factory=free_port)
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [str(self.kubectl_bin), f"--kubeconfig={self.server.kubeconfig()}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise TransientError(
+                f"kubectl {' '.join(args[:2])} on the management cluster failed: "
+                f"{result.stderr.strip()[-400:]}",
+                reason="ManagementKubectlFailed",
+            )
+        return result.stdout
+
+    def start_controller(self) -> None:
+        log = (self.workdir / "controller.log").open("ab")
+        self.controller = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bootstrap.cli",
+                "controller",
+                "run",
+                f"--kubeconfig={self.server.kubeconfig(SA_USER)}",
+                f"--leader-election-namespace={NAMESPACE}",
+                "--metrics-bind=0",
+                f"--report-bind=127.0.0.1:{self.report_port}",
+                f"--report-url=http://{REPORT_GUEST}:{REPORT_GUEST_PORT}",
+                # TCG: the control plane may take many minutes; the token must outlive it
+                "--bootstrap-token-ttl=1h",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        if self.controller is not None and self.controller.poll() is None:
+            self.controller.send_signal(signal.SIGTERM)
+            try:
+                self.controller.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.controller.kill()
+        self.server.stop()
+        self.etcd.stop()
+
+
+def start_management(workdir: Path, progress: Progress) -> Management:
+    build = current()
+    if build is None:
+        raise TerminalError(
+            "no Kubernetes build on this machine: run 'nodesmith kubernetes build'",
+            reason="NoKubernetesBuild",
+        )
+    bin_dir = build.path / "bin"
+    etcd = Etcd(workdir / "etcd")
+    server = APIServer(
+        bin_dir / "kube-apiserver", workdir / "management", etcd, users={SA_USER: SA_GROUPS}
+    )
+    started = time.monotonic()
+    etcd.start()
+    server.start()
+    mgmt = Management(
+        workdir, etcd, server, kube.Api(kube.connect(server.kubeconfig_dict())), bin_dir / "kubectl"
+    )
+    mgmt.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:local")))
+    mgmt.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
+    for crd in ("kubeadmconfigs.bootstrap.cluster.x-k8s.io", "clusters.cluster.x-k8s.io",
+                "machines.cluster.x-k8s.io"):  # fmt: skip
+        mgmt.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
+    progress(
+        f"cluster: management API server {server.url} up, provider installed "
+        f"({time.monotonic() - started:.0f}s)"
+    )
+    return mgmt
+
+
+def apply_bundle(mgmt: Management, objects: list[Obj]) -> list[Obj]:
+    """Create the bundle's objects on the management cluster; returns its Machines in order."""
+    admin = mgmt.admin
+    machines = [o for o in objects if o.get("kind") == "Machine"]
+    for obj in objects:
+        if obj.get("kind") == "Cluster":
+            created = admin.create(kube.Cluster, _fresh(obj))
+            admin.merge_patch(  # CAPI's infrastructure provider: the network is there
+                kube.Cluster,
+                _meta(created)["name"],
+                _meta(created)["namespace"],
+                {"status": {"infrastructureReady": True}},
+                status=True,
+            )
+        elif obj.get("kind") == "Secret":
+            admin.create(kube.Secret, _fresh(obj))
+    configs = {
+        (_meta(o).get("namespace", "default"), _meta(o)["name"]): o
+        for o in objects
+        if o.get("kind") == "KubeadmConfig"
+    }
+    for machine in machines:
+        created = admin.create(kube.Machine, _fresh(machine))
+        ns = _meta(created)["namespace"]
+        ref = ((created.get("spec") or {}).get("bootstrap") or {}).get("configRef") or {}
+        config = configs.get((ns, str(ref.get("name"))))
+        if config is None:
+            raise TerminalError(
+                f"names KubeadmConfig {ref.get('name')!r}, which is not in the input",
+                obj=f"Machine {ns}/{_meta(created)['name']}",
+                field="spec.bootstrap.configRef",
+                reason="ConfigNotFound",
+            )
+        fresh = _fresh(config)
+        _meta(fresh)["ownerReferences"] = [
+            {
+                "apiVersion": created["apiVersion"],
+                "kind": "Machine",
+                "name": _meta(created)["name"],
+                "uid": _meta(created)["uid"],
+            }
+        ]
+        if CONTROL_PLANE_LABEL in (_meta(created).get("labels") or {}):
+            # the controller reaches this API server through a loopback forward
+            api_server = (
+                fresh.setdefault("spec", {})
+                .setdefault("clusterConfiguration", {})
+                .setdefault("apiServer", {})
+            )
+            sans = api_server.setdefault("certSANs", [])
+            if "127.0.0.1" not in sans:
+                sans.append("127.0.0.1")
+        admin.create(kube.KubeadmConfig, fresh)
+    return machines
+
+
+def wait_data(mgmt: Management, machine: Obj, deadline: float, progress: Progress) -> bytes:
+    """The userdata the controller wrote for ``machine``'s config; a terminal failure stops."""
+    ns, name = _meta(machine).get("namespace", "default"), _meta(machine)["name"]
+    config_name = str(machine["spec"]["bootstrap"]["configRef"]["name"])
+    said = ""
+    while time.monotonic() < deadline:
+        config = mgmt.admin.get(kube.KubeadmConfig, config_name, ns) or {}
+        st = config.get("status") or {}
+        if st.get("failureReason"):
+            raise TerminalError(
+                f"the controller failed it: {st['failureReason']}: {st.get('failureMessage')}",
+                obj=f"KubeadmConfig {ns}/{config_name}",
+                reason="ControllerFailed",
+            )
+        if st.get("ready") and st.get("dataSecretName"):
+            secret = mgmt.admin.get(kube.Secret, str(st["dataSecretName"]), ns)
+            if secret is not None:
+                progress(f"cluster: {name}: bootstrap data from Secret {ns}/{st['dataSecretName']}")
+                return base64.b64decode(secret["data"]["value"])
+        waiting: Obj = next(
+            (c for c in st.get("conditions") or [] if c.get("type") == "DataSecretAvailable"), {}
+        )
+        if waiting.get("reason") and waiting["reason"] != said:
+            said = waiting["reason"]
+            progress(f"cluster: {name}: the controller waits ({said})")
+        time.sleep(1)
+    raise TransientError(
+        "the controller wrote no bootstrap data in time",
+        obj=f"KubeadmConfig {ns}/{config_name}",
+        reason="NoBootstrapData",
+    )
+
+
+def _node(objects: list[Obj], machine: Obj, index: int, role: str, data: bytes) -> Node:
+    ns = _meta(machine).get("namespace", "default")
+    return Node(
+        machine=f"{ns}/{_meta(machine)['name']}",
+        name=_meta(machine)["name"],
+        role=role,
+        address=_infra_address(objects, machine),
+        mac=f"52:54:00:57:00:{index + 10:02x}",
+        userdata=data,
+    )
+
+
+def _set_status(mgmt: Management, res: Any, obj: Obj, status: Obj) -> None:
+    mgmt.admin.merge_patch(
+        res, _meta(obj)["name"], _meta(obj).get("namespace", "default"), {"status": status}, True
+    )
+
+
+def wait_reports(mgmt: Management, machines: list[Obj], deadline: float, progress: Progress) -> Obj:
+    """Every config's BootstrapSucceeded, as the nodes reported it to the controller."""
+    found: Obj = {}
+    while time.monotonic() < deadline:
+        for machine in machines:
+            ns = _meta(machine).get("namespace", "default")
+            name = str(machine["spec"]["bootstrap"]["configRef"]["name"])
+            config = mgmt.admin.get(kube.KubeadmConfig, name, ns) or {}
+            for cond in (config.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "BootstrapSucceeded" and cond.get("status") == "True":
+                    if f"{ns}/{name}" not in found:
+                        progress(f"cluster: {name}: the node reported {cond.get('reason')}")
+                    found[f"{ns}/{name}"] = {"status": "True", "reason": cond.get("reason")}
+        if len(found) == len(machines):
+            return found
+        time.sleep(2)
+    raise TransientError(
+        "not every node's bootstrap report reached the controller",
+        obj="cluster",
+        reason="ReportsMissing",
+    )
+
+
+def up(
+    image: Path,
+    objects: list[Obj],
+    *,
+    accel: Accel,
+    workdir: Path,
+    root: Path | None = None,
+    memory: int = qemu.DEFAULT_MEMORY_MB,
+    timeout: float = 2400,
+    progress: Progress = qemu._stderr,
+) -> tuple[ClusterRun, Obj]:
+    """Boot the bundle's cluster from the controller's data; returns the run (every Node
+    Ready) and what the management cluster says of each config."""
+    deadline = time.monotonic() + timeout
+    workdir.mkdir(parents=True, exist_ok=True)
+    mgmt = start_management(workdir, progress)
+    run = ClusterRun([], root)
+    try:
+        machines = apply_bundle(mgmt, objects)
+        mgmt.start_controller()
+        planes = [m for m in machines if CONTROL_PLANE_LABEL in (_meta(m).get("labels") or {})]
+        workers = [m for m in machines if m not in planes]
+        if not planes:
+            raise TerminalError(
+                "the input has no control plane to init", obj="input", reason="NoInitMachine"
+            )
+        api_port = free_port()
+        # one relay per guest connection (a chardev target would be a single connection)
+        relay = f"{sys.executable} -m bootstrap.vm.relay 127.0.0.1 {mgmt.report_port}"
+        report = f"guestfwd=tcp:{REPORT_GUEST}:{REPORT_GUEST_PORT}-cmd:{relay}"
+        first = planes[0]
+        cp = _node(objects, first, 0, INIT, wait_data(mgmt, first, deadline, progress))
+        run.nodes.append(cp)
+        port = free_port()
+        _boot(cp, image, qemu.Link(port, True, cp.mac), accel, root, memory, progress,
+              (f"hostfwd=tcp:127.0.0.1:{api_port}-:6443", report))  # fmt: skip
+        wait_bootstrapped(cp, deadline, progress)
+        _cloud_init_done(cp)
+        # CAPI's Cluster controller: the workload cluster's kubeconfig, then initialized
+        _, conf, _ = ssh(cp.vm, f"sudo cat {ADMIN}", timeout=30)
+        kubeconfig = yaml.safe_load(conf)
+        for entry in kubeconfig.get("clusters") or []:
+            entry["cluster"]["server"] = f"https://127.0.0.1:{api_port}"
+        cluster_name = str(first["spec"]["clusterName"])
+        ns = _meta(first).get("namespace", "default")
+        mgmt.admin.create(
+            kube.Secret,
+            {
+                "metadata": {
+                    "name": f"{cluster_name}-kubeconfig",
+                    "namespace": ns,
+                    "labels": {"cluster.x-k8s.io/cluster-name": cluster_name},
+                },
+                "type": "cluster.x-k8s.io/secret",
+                "data": {"value": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+            },
+        )
+        cluster = mgmt.admin.get(kube.Cluster, cluster_name, ns) or {}
+        _set_status(
+            mgmt,
+            kube.Cluster,
+            cluster,
+            {
+                "infrastructureReady": True,
+                "conditions": [
+                    {
+                        "type": "ControlPlaneInitialized",
+                        "status": "True",
+                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                ],
+            },
+        )
+        _set_status(mgmt, kube.Machine, first, {"nodeRef": {"kind": "Node", "name": cp.name}})
+        progress("cluster: control plane initialized; its kubeconfig is on the management cluster")
+        for index, machine in enumerate([*planes[1:], *workers], start=1):
+            role = JOIN_CP if machine in planes else WORKER
+            node = _node(
+                objects, machine, index, role, wait_data(mgmt, machine, deadline, progress)
+            )
+            run.nodes.append(node)
+            _boot(node, image, qemu.Link(port, False, node.mac), accel, root, memory, progress,
+                  (report,))  # fmt: skip
+        for node in run.nodes[1:]:
+            wait_bootstrapped(node, deadline, progress)
+            _cloud_init_done(node)
+        wait_ready(run, deadline, progress)
+        for machine, node in zip([*planes, *workers][1:], run.nodes[1:], strict=True):
+            _set_status(
+                mgmt, kube.Machine, machine, {"nodeRef": {"kind": "Node", "name": node.name}}
+            )
+        # the Succeeded report leaves before cloud-init ends: it is in, or lost, by now
+        reports = wait_reports(mgmt, machines, min(deadline, time.monotonic() + 120), progress)
+        return run, {"managementAPIServer": mgmt.server.url, "bootstrapSucceeded": reports}
+    except BaseException:
+        run.down()
+        raise
+    finally:
+        mgmt.stop()
