@@ -150,7 +150,11 @@ class Controller:
                 self._on_machine(kind, machine, None)
 
     def _on_secret(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        if kind == "DELETED":
+        if kind == "DELETED":  # a config's data Secret gone: write it again
+            namespace = key_of(obj)[0]
+            for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+                if ref.get("kind") == "KubeadmConfig" and ref.get("controller"):
+                    self.queue.add((namespace, str(ref.get("name"))))
             return
         with self._waiting_lock:
             waiting = self._waiting.pop(key_of(obj), set())

@@ -83,6 +83,26 @@ def test_steady_state_makes_no_writes_even_across_a_restart(testbed: Testbed, ns
         assert second.stop() == 0
 
 
+def test_a_deleted_data_secret_is_written_again(testbed: Testbed, ns: str) -> None:
+    testbed.cluster(ns, "again", initialized=True)
+    testbed.node(ns, "again-w0", "again")
+    controller = testbed.controller(name=f"{ns}-c")
+    try:
+        wait_for("the data", lambda: testbed.status(ns, "again-w0").get("ready"))
+        first = testbed.admin.get(kube.Secret, "again-w0", ns)
+        assert first is not None
+        testbed.admin.delete(kube.Secret, "again-w0", ns)
+
+        def rewritten() -> bool:
+            found = testbed.admin.get(kube.Secret, "again-w0", ns)
+            return found is not None and found["metadata"]["uid"] != first["metadata"]["uid"]
+
+        wait_for("the data Secret again", rewritten, 30)
+        assert testbed.status(ns, "again-w0")["dataSecretName"] == "again-w0"
+    finally:
+        assert controller.stop() == 0
+
+
 def test_api_server_restart_the_watch_recovers(testbed: Testbed, ns: str) -> None:
     testbed.cluster(ns, "phoenix", initialized=True)
     # a lease longer than the restart: with the default 15 s a restart that long ends the
