@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import re
 import time
 
 from controller_harness import Testbed, wait_for
@@ -128,6 +127,8 @@ def test_two_replicas_one_leads_and_the_other_takes_over(testbed: Testbed, ns: s
     testbed.cluster(ns, "pair", initialized=True)
     a = testbed.controller(name=f"{ns}-a")
     wait_for("a leads", lambda: "nodesmith_controller_leader 1.0" in a.metrics())
+    held = testbed.admin.get(kube.Lease, "nodesmith-controller", "nodesmith-system")
+    assert held is not None and held["spec"]["holderIdentity"] == f"{ns}-a"
     b = testbed.controller(name=f"{ns}-b")
     try:
         time.sleep(3)
@@ -140,7 +141,7 @@ def test_two_replicas_one_leads_and_the_other_takes_over(testbed: Testbed, ns: s
         testbed.node(ns, "pair-w1", "pair")
         wait_for("the new leader's work", lambda: testbed.status(ns, "pair-w1").get("ready"))
         lease = testbed.admin.get(kube.Lease, "nodesmith-controller", "nodesmith-system")
-        assert lease["spec"]["holderIdentity"] == f"{ns}-b"
-        assert re.search(r"leaseTransitions", str(lease["spec"]))
+        assert lease is not None and lease["spec"]["holderIdentity"] == f"{ns}-b"
+        assert lease["spec"]["leaseTransitions"] == held["spec"]["leaseTransitions"] + 1
     finally:
         assert b.stop() == 0

@@ -43,4 +43,4 @@ def test_add_after_waits_its_delay() -> None:
     started = time.monotonic()
     q.add_after("late", 0.2)
     assert q.get(1.0) == "late"
-    assert 0.18 <= time.monotonic() - started < 0.6
+    assert time.monotonic() - started >= 0.18  # not before its delay
