@@ -24,12 +24,11 @@ from typing import Any
 import yaml
 
 from bootstrap.controller import capi_crds, kube
-from bootstrap.controller.manifests import NAMESPACE, SERVICE_ACCOUNT, manifests, render_yaml
-from bootstrap.kubernetes.apiserver import APIServer, Etcd, free_port
+from bootstrap.controller.manifests import NAMESPACE, SA_GROUPS, SA_USER, manifests, render_yaml
+from bootstrap.hostutil import free_port
+from bootstrap.kubernetes.apiserver import APIServer, Etcd
 from bootstrap.render import pki
 
-SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
 VERSION = "v1.20.2"
 
 Obj = dict[str, Any]

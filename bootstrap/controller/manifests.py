@@ -24,6 +24,9 @@ Obj = dict[str, Any]
 
 NAMESPACE = "nodesmith-system"
 SERVICE_ACCOUNT = "nodesmith-controller"
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+"""The user name the API server gives that ServiceAccount (what RBAC's subject matches)."""
+SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
 
 
 def _open() -> Obj:

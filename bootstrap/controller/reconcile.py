@@ -45,6 +45,7 @@ from bootstrap.render.outputs import bootstrap_secret
 from bootstrap.render.pipeline import render_machine
 from bootstrap.render.resolve import Bundle
 from bootstrap.render.result import RenderOptions, RenderResult, StatusReport
+from bootstrap.render.tokens import rfc3339
 
 Obj = dict[str, Any]
 
@@ -557,7 +558,7 @@ class Reconciler:
             now = datetime.now(UTC)
             if expires is not None and expires - now > ttl * 5 / 6:
                 return Outcome("ready", "Unchanged", requeue_after=period)
-            new = (now + ttl).strftime("%Y-%m-%dT%H:%M:%SZ")
+            new = rfc3339(now + ttl)
             workload.merge_patch(
                 kube.Secret,
                 f"bootstrap-token-{token}",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from bootstrap.render.tokens import rfc3339
+
 DATA_SECRET_AVAILABLE = "DataSecretAvailable"
 CERTIFICATES_AVAILABLE = "CertificatesAvailable"
 BOOTSTRAP_SUCCEEDED = "BootstrapSucceeded"
@@ -20,7 +22,7 @@ Obj = dict[str, Any]
 
 
 def now_text() -> str:
-    return datetime.now(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC))
 
 
 def condition(

@@ -17,7 +17,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -35,15 +34,9 @@ from cryptography.x509.oid import NameOID
 
 from bootstrap.errors import TransientError
 from bootstrap.fsutil import atomic_write
+from bootstrap.hostutil import free_port
 
 ADMIN = "nodesmith-admin"
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _key() -> rsa.RSAPrivateKey:

@@ -37,7 +37,8 @@ from typing import Any
 import yaml
 
 from bootstrap.controller import capi_crds, kube
-from bootstrap.controller.manifests import NAMESPACE, SERVICE_ACCOUNT, manifests, render_yaml
+from bootstrap.controller.manifests import NAMESPACE, SA_GROUPS, SA_USER, manifests, render_yaml
+from bootstrap.controller.status import now_text
 from bootstrap.errors import TerminalError, TransientError
 from bootstrap.hostutil import free_port
 from bootstrap.kubernetes.apiserver import APIServer, Etcd
@@ -59,8 +60,6 @@ from bootstrap.vm.cluster import (
     wait_ready,
 )
 
-SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
 REPORT_GUEST = "10.0.2.100"  # the report endpoint as the VMs see it (qemu guestfwd)
 REPORT_GUEST_PORT = 8443
 MGMT_KINDS = ("Cluster", "Secret")
@@ -373,7 +372,7 @@ def up(
                     {
                         "type": "ControlPlaneInitialized",
                         "status": "True",
-                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "lastTransitionTime": now_text(),
                     }
                 ],
             },

@@ -72,7 +72,7 @@ def test_the_schema_refuses_a_wrong_type_naming_the_field(testbed: Testbed, ns: 
 
 def test_the_controller_runs_with_exactly_the_manifests_rbac(testbed: Testbed) -> None:
     """The testbed's controllers act as the manifests' ServiceAccount; RBAC denies the rest."""
-    from controller_harness import SA_USER
+    from bootstrap.controller.manifests import SA_USER
 
     sa = kube.Api(kube.connect(testbed.management.kubeconfig_dict(SA_USER)))
     from lightkube import ApiError

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from controller_harness import ControllerProcess, Testbed, wait_for
 
-from bootstrap.kubernetes.apiserver import free_port
+from bootstrap.hostutil import free_port
 
 SCRIPT_CONFIG = "/run/kubeadm/nodesmith-bootstrap.json"
 
