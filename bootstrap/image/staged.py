@@ -20,7 +20,7 @@ from types import TracebackType
 from bootstrap.errors import TerminalError
 from bootstrap.fsutil import replace_dir
 from bootstrap.image import artifacts, inspect_root, preload
-from bootstrap.image.workspace import remove_tree
+from bootstrap.image.workspace import hold, reclaim_stale, remove_tree
 from bootstrap.manifest import Artifact, ImageManifest, OSInfo, PreloadedImage
 from bootstrap.progress import Progress
 
@@ -72,10 +72,12 @@ class StagedBuild:
         self.log_path = cache_dir / "logs" / f"{label}-{stamp}-{os.getpid()}.log"
         self.progress = Progress(self.log_path)
         work_parent.mkdir(parents=True, exist_ok=True)
-        self.work = Path(
-            tempfile.mkdtemp(prefix=f"nodesmith-{label.split('-')[0]}-", dir=work_parent)
-        )
+        prefix = f"nodesmith-{label.split('-')[0]}-"
+        for stale in reclaim_stale(work_parent, prefix):
+            self.progress.say(f"removed {stale}: left by a build that was killed")
+        self.work = Path(tempfile.mkdtemp(prefix=prefix, dir=work_parent))
         self.staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+        self._lock = hold(self.work, self.staging)
         self._t0 = time.monotonic()
 
     def __enter__(self) -> StagedBuild:
@@ -90,6 +92,7 @@ class StagedBuild:
         self.progress.close()
         remove_tree(self.work)
         shutil.rmtree(self.staging, ignore_errors=True)
+        self._lock.close()
 
     def describe(self, found: dict[str, Path]) -> dict[str, Artifact]:
         """Checksums of the staged artifacts; also stops the clock for the manifest."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,6 +143,15 @@ class Management:
                 self.controller.kill()
         self.server.stop()
         self.etcd.stop()
+        # A stopped management cluster cannot be restarted by anyone: drop its state (etcd
+        # holds the workload cluster's CA keys and tokens, the server dir its own keys) and
+        # keep only the logs.
+        for directory in (self.etcd.directory, self.server.directory):
+            for path in directory.iterdir():
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.suffix != ".log":
+                    path.unlink()
 
 
 def start_management(workdir: Path, progress: Progress) -> Management:

@@ -137,6 +137,7 @@ def test_interrupted_build_leaves_nothing(tmp_path: Path) -> None:
     from bootstrap.image.workspace import mounts_under
 
     before = set(Path("/var/tmp").glob("nodesmith-image-*"))
+    mounted_before = set(mounts_under(Path("/var/tmp")))
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [NODESMITH, "image", "build", DEF, "--format", "qcow2", "--output", str(out)],
@@ -153,7 +154,52 @@ def test_interrupted_build_leaves_nothing(tmp_path: Path) -> None:
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM, rest
     assert not out.exists()
     assert not list(tmp_path.glob(".out.partial-*"))
-    assert set(Path("/var/tmp").glob("nodesmith-image-*")) == before
-    assert mounts_under(Path("/var/tmp")) == [] or all(
-        "nodesmith-image-" not in str(m) for m in mounts_under(Path("/var/tmp"))
+    assert set(Path("/var/tmp").glob("nodesmith-image-*")) <= before
+    assert set(mounts_under(Path("/var/tmp"))) - mounted_before == set()
+
+
+@pytest.mark.image
+def test_a_killed_build_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
+    """SIGKILL (no cleanup possible) while the chroot's mounts are live: the next build
+    unmounts and removes what the dead one left, before it starts its own."""
+    require_build_host()
+    import os
+    import signal
+
+    from bootstrap.image.workspace import mounts_under
+
+    before = set(Path("/var/tmp").glob("nodesmith-image-*"))
+    first = subprocess.Popen(
+        [NODESMITH, "image", "build", DEF, "--output", str(tmp_path / "first")],
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # killed as a whole, like a lost session
     )
+    deadline = time.monotonic() + 300
+    work: set[Path] = set()
+    while not any(mounts_under(w) for w in work):
+        assert time.monotonic() < deadline and first.poll() is None, "the build never mounted"
+        time.sleep(0.5)
+        work = set(Path("/var/tmp").glob("nodesmith-image-*")) - before
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    (dead,) = work
+    assert mounts_under(dead) and list(tmp_path.glob(".first.partial-*"))
+
+    second = subprocess.Popen(
+        [NODESMITH, "image", "build", DEF, "--output", str(tmp_path / "second")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert second.stderr is not None
+    said = ""
+    for line in second.stderr:
+        said += line
+        if "rootfs ..." in line:
+            break
+    second.send_signal(signal.SIGTERM)
+    said += second.stderr.read()
+    assert second.wait(timeout=120) == 128 + signal.SIGTERM, said
+    assert f"removed {dead}: left by a build that was killed" in said
+    assert not dead.exists() and mounts_under(dead) == []
+    assert not list(tmp_path.glob(".*.partial-*"))
+    assert set(Path("/var/tmp").glob("nodesmith-image-*")) <= before

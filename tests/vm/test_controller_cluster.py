@@ -57,3 +57,8 @@ def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
     }
     assert "bootstrap data from Secret default/demo-cp-0" in proc.stderr
     assert "bootstrap data from Secret default/demo-md-0" in proc.stderr
+    # the stopped management cluster leaves its logs, not its state (CA keys, tokens)
+    (line,) = [x for x in proc.stderr.splitlines() if "management cluster and controller logs" in x]
+    workdir = Path(line.rsplit(": ", 1)[1])
+    left = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file())
+    assert left == ["controller.log", "etcd/etcd.log", "management/kube-apiserver.log"]
