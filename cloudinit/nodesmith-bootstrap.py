@@ -34,6 +34,7 @@ import re
 import shlex
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,7 @@ class Status:
         }
         self.report_url = cfg.get("reportUrl")
         self.report_credential = cfg.get("reportCredential") or ""
+        self.report_ca = cfg.get("reportCA")  # None: the system's trust store
         self.reported = None
         self.sender = None
 
@@ -149,6 +151,7 @@ class Status:
             return
         self.reported = key
         previous, url, credential = self.sender, self.report_url, self.report_credential
+        ca = self.report_ca
 
         def send():
             if previous is not None:
@@ -163,7 +166,8 @@ class Status:
                 },
             )
             try:
-                urllib.request.urlopen(request, timeout=5).close()
+                tls = ssl.create_default_context(cadata=ca) if ca else None
+                urllib.request.urlopen(request, timeout=5, context=tls).close()
             except Exception as exc:  # HTTP 4xx/5xx, refused, timeout: the node goes on
                 log(
                     "nodesmith-bootstrap: could not report %s to the management cluster (%s); "

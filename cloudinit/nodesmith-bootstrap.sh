@@ -91,11 +91,16 @@ write_status() {
 # The management cluster hears of each phase change (REPORT_URL), from the background: a slow
 # or unreachable endpoint never holds up or fails the bootstrap. Reports go in order (each
 # waits up to 6 s for the one before). The credential reaches curl through its config on
-# stdin, never its argv, where ps would show it.
+# stdin, never its argv, where ps would show it; REPORT_CA (PEM), when set, is the only CA
+# trusted for the endpoint, else the system's store.
 REPORTED="" REPORT_PID=""
 report_status() {
     [ -n "${REPORT_URL:-}" ] || return 0
-    local body prev=$REPORT_PID
+    local body prev=$REPORT_PID tls=()
+    if [ -n "${REPORT_CA:-}" ]; then  # a CA certificate is no secret: a plain file for curl
+        [ -s "$RUN/report-ca.crt" ] || printf '%s\n' "$REPORT_CA" 2> /dev/null > "$RUN/report-ca.crt"
+        tls=(--cacert "$RUN/report-ca.crt")
+    fi
     body=$(printf '{"phase": %s, "reason": %s, "terminal": %s, "attempts": %s}' \
         "$(json_str "$PHASE")" "$(json_str "$REASON")" "$TERMINAL" "$(json_num "$ATTEMPTS")")
     [ "$body" = "$REPORTED" ] && return 0
@@ -103,7 +108,7 @@ report_status() {
     (
         wait_for_pid "$prev"
         if ! printf 'header = "Authorization: Bearer %s"\n' "${REPORT_CREDENTIAL:-}" \
-            | curl -fsS -m 5 -K - -X POST -H 'Content-Type: application/json' \
+            | curl -fsS -m 5 -K - "${tls[@]}" -X POST -H 'Content-Type: application/json' \
                 --data-binary "$body" "$REPORT_URL" > /dev/null 2>&1; then
             log "nodesmith-bootstrap: could not report $PHASE to the management cluster; going on"$'\n'
         fi

@@ -34,6 +34,20 @@ def parse_bind(flag: str, text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def read_ca(flag: str, path: Path | None) -> str | None:
+    """A CA certificate file (PEM) nodes will trust for the report endpoint, checked now."""
+    from bootstrap.render import pki
+
+    if path is None:
+        return None
+    try:
+        return pki.check_ca_cert(path.read_bytes()).decode()
+    except OSError as exc:
+        raise bad_usage(flag, str(path), f"cannot be read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise bad_usage(flag, str(path), str(exc)) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from bootstrap.controller.manager import Controller, Options
 
@@ -50,6 +64,9 @@ def _run(args: argparse.Namespace) -> int:
             "--report-tls-cert", args.report_tls_cert or "", "needs --report-tls-key too"
         )
     tls = (args.report_tls_cert, args.report_tls_key) if args.report_tls_cert else None
+    report_ca = read_ca("--report-ca", args.report_ca)
+    if report_ca is not None and args.report_url is None:
+        raise bad_usage("--report-ca", str(args.report_ca), "means nothing without --report-url")
     options = Options(
         kubeconfig=args.kubeconfig,
         workers=args.workers,
@@ -67,6 +84,7 @@ def _run(args: argparse.Namespace) -> int:
         report_url=args.report_url,
         report_ttl=parse_duration("--report-credential-ttl", args.report_credential_ttl),
         report_tls=tls,
+        report_ca=report_ca,
     )
     logging.basicConfig(
         level=logging.INFO,
@@ -120,6 +138,12 @@ def register(sub: Any) -> None:
     run.add_argument("--report-credential-ttl", default="4h")
     run.add_argument("--report-tls-cert", help="serve the node status endpoint over TLS")
     run.add_argument("--report-tls-key")
+    run.add_argument(
+        "--report-ca",
+        type=Path,
+        help="CA certificate (PEM) that signed the endpoint's certificate; rendered into the "
+        "userdata as the only CA nodes trust for their reports (default: the node's store)",
+    )
     run.set_defaults(func=_run)
 
     show = commands.add_parser("manifests", help="print the provider's install YAML")

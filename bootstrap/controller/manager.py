@@ -58,6 +58,7 @@ class Options:
     report_port: int = 0  # 0: no report endpoint
     report_url: str | None = None  # the endpoint as nodes reach it
     report_ttl: timedelta = timedelta(hours=4)
+    report_ca: str | None = None  # PEM the nodes trust for the endpoint; None: their store
     report_tls: tuple[str, str] | None = None  # (certificate, key) files
 
 
@@ -103,6 +104,7 @@ class Controller:
                 token_ttl=options.token_ttl,
                 report_url=options.report_url,
                 report_ttl=options.report_ttl,
+                report_ca=options.report_ca,
             ),
         )
         self.metrics = Metrics(self)

@@ -15,7 +15,8 @@ The order, as CABPK's:
    control-plane join only looks them up;
 6. render (the same pipeline as ``nodesmith render``); the generated bootstrap token is created
    in the workload cluster reached through ``<cluster>-kubeconfig``; then the data Secret;
-7. the status, written only when it differs from what is there.
+7. the status, written only when it differs from what is there, and only over the copy it was
+   computed from (resourceVersion): a concurrent write makes it a 409 and a retry.
 
 Failures are classified by what they mean: :class:`~bootstrap.errors.TerminalError` (the input
 is wrong) sets ``failureReason``/``failureMessage`` and a False condition with severity Error,
@@ -79,6 +80,7 @@ class Settings:
     token_ttl: timedelta = timedelta(minutes=15)
     report_url: str | None = None  # where nodes report their phases (reports.py)
     report_ttl: timedelta = timedelta(hours=4)  # how long a node's report credential lasts
+    report_ca: str | None = None  # the CA nodes trust for the endpoint (PEM); None: their store
     credentials: Credentials | None = None
 
 
@@ -227,6 +229,15 @@ class Reconciler:
         machine = self.caches.machines.get(namespace, owner)
         if machine is None:
             return Outcome("ignored", "MachineNotFound")  # its watch event brings us back
+        try:
+            return self._decide(config, machine, inputs_changed)
+        except ApiError as exc:  # the API refused or is restarting: retry on a fresh copy
+            if inputs_changed:  # still true for the retry: a latched failure is re-judged
+                self.mark_inputs_changed(key)
+            return Outcome("retry", f"APIError{kube.status_code(exc)}", backoff=True)
+
+    def _decide(self, config: Obj, machine: Obj, inputs_changed: bool) -> Outcome:
+        namespace = str(_meta(config).get("namespace"))
         st = config.get("status") or {}
         generation = _meta(config).get("generation")
         try:
@@ -259,8 +270,6 @@ class Reconciler:
                 backoff=True,
                 waiting_on=self._missing_secrets(config, machine),
             )
-        except ApiError as exc:  # the API refused or is restarting: retry, status untouched
-            return Outcome("retry", f"APIError{kube.status_code(exc)}", backoff=True)
 
     # ------------------------------------------------------------------ inputs
 
@@ -465,6 +474,7 @@ class Reconciler:
         return StatusReport(
             url=f"{base.rstrip('/')}/v1/reports/{namespace}/{machine}",
             credential=credentials.issue(namespace, machine, ttl),
+            ca=self.settings.report_ca,
         )
 
     def _refresh_period(self, result: RenderResult) -> float | None:
@@ -616,10 +626,13 @@ class Reconciler:
         if not status.changed(current, desired):
             return
         meta = _meta(config)
+        # Guarded by the resourceVersion this status was computed from: the conditions list is
+        # replaced whole, so a write from a stale cache would drop what a node's report (or
+        # another replica) recorded since. A 409 retries on a fresher copy.
         self.api.merge_patch(
             kube.KubeadmConfig,
             str(meta.get("name")),
             str(meta.get("namespace")),
-            {"status": desired},
+            {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": desired},
             status=True,
         )

@@ -51,7 +51,7 @@ def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def _certificates(directory: Path) -> None:
+def loopback_certificates(directory: Path) -> None:
     """CA, a serving certificate for 127.0.0.1/localhost, and the service-account key."""
     now = datetime.now(UTC)
     ca_key = _key()
@@ -188,7 +188,7 @@ class APIServer:
     def _prepare(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         if not (self.directory / "ca.crt").exists():
-            _certificates(self.directory)
+            loopback_certificates(self.directory)
         everyone = {ADMIN: ["system:masters"], **self.users}
         for user in everyone:
             self.tokens.setdefault(user, secrets.token_hex(24))

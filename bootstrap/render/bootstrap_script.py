@@ -96,6 +96,7 @@ _SHELL_VARS = (
     ("REDACT", "redact"),
     ("REPORT_URL", "reportUrl"),
     ("REPORT_CREDENTIAL", "reportCredential"),
+    ("REPORT_CA", "reportCA"),
 )
 
 

@@ -343,6 +343,7 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
         **({"pkiDir": plan.certificates_dir} if plan.certificates_dir != pki.PKI_DIR else {}),
         # the node reports its phases here (never blocking on it): the controller's endpoint
         **({"reportUrl": report.url, "reportCredential": report.credential} if report else {}),
+        **({"reportCA": report.ca} if report and report.ca else {}),
     }
 
 

@@ -24,9 +24,10 @@ class StatusReport:
 
     url: str
     credential: str
+    ca: str | None = None  # PEM that signed the endpoint's certificate; None: the node's store
 
     def __repr__(self) -> str:
-        return f"StatusReport(url={self.url!r}, credential=<redacted>)"
+        return f"StatusReport(url={self.url!r}, credential=<redacted>, ca={bool(self.ca)})"
 
 
 @dataclass(frozen=True)

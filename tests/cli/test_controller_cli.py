@@ -21,9 +21,18 @@ import pytest
         (["--report-url", "mgmt.example:9443"], "--report-url"),
         (["--report-tls-cert", "c.pem"], "--report-tls-cert"),
         (["--report-credential-ttl", "4d"], "--report-credential-ttl"),
+        (["--report-url", "https://m:1", "--report-ca", "missing.pem"], "--report-ca"),
+        (["--report-url", "https://m:1", "--report-ca", "{tmp}/not-pem"], "not-pem"),
+        (["--report-url", "https://m:1", "--report-ca", "{tmp}/apiserver.crt"], "not a CA"),
+        (["--report-ca", "{tmp}/ca.crt"], "without --report-url"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path, flags: list[str], named: str) -> None:
+    from bootstrap.kubernetes.apiserver import loopback_certificates
+
+    loopback_certificates(tmp_path)  # ca.crt, and apiserver.crt: a certificate but no CA
+    (tmp_path / "not-pem").write_text("hello\n")
+    flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     result = subprocess.run(

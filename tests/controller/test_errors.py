@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import Any
 
 from controller_harness import ControllerProcess, Testbed, wait_for
 
 from bootstrap.controller import kube
+from bootstrap.controller.reconcile import Caches, Reconciler, Settings
 
 
 def _file_from(secret: str) -> dict[str, object]:
@@ -134,3 +136,62 @@ def test_bad_input_table(testbed: Testbed, ns: str, controller: ControllerProces
         if line["config"].startswith(f"{ns}/"):
             counts[line["config"]] = counts.get(line["config"], 0) + 1
     assert max(counts.values()) < 20, counts
+
+
+class FrozenCache:
+    """Test double for an informer whose watch lags (the injected fault): it keeps serving the
+    copies it was filled with, whatever was written since."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects}
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((namespace, name))
+
+    def items(self) -> list[dict[str, Any]]:
+        return list(self.objects.values())
+
+
+def test_a_status_computed_from_a_stale_copy_never_drops_what_was_recorded_since(
+    testbed: Testbed, ns: str
+) -> None:
+    """The conditions list is written whole: a reconcile working from a lagging cache gets a
+    409 and retries; the retry, on a fresh copy, keeps the node's report."""
+    cluster = testbed.cluster(ns, "stale", initialized=True)
+    spec = {"files": [{"path": "etc/relative.conf", "content": "x"}]}
+    machine, stale = testbed.node(ns, "stale-w0", "stale", spec=spec)
+    reported = {
+        "type": "BootstrapSucceeded",
+        "status": "False",
+        "severity": "Info",
+        "reason": "Joining",
+        "lastTransitionTime": "2026-12-06T00:00:00Z",
+    }
+    testbed.admin.merge_patch(
+        kube.KubeadmConfig, "stale-w0", ns, {"status": {"conditions": [reported]}}, status=True
+    )
+
+    def reconciler(config: dict[str, Any]) -> Reconciler:
+        caches = Caches(
+            configs=FrozenCache(config),  # type: ignore[arg-type]
+            machines=FrozenCache(machine),  # type: ignore[arg-type]
+            clusters=FrozenCache(testbed.admin.get(kube.Cluster, "stale", ns) or cluster),  # type: ignore[arg-type]
+            secrets=FrozenCache(*testbed.secrets(ns)),  # type: ignore[arg-type]
+        )
+        return Reconciler(testbed.admin, caches, Settings())
+
+    outcome = reconciler(stale).reconcile((ns, "stale-w0"))
+    assert (outcome.result, outcome.reason, outcome.backoff) == ("retry", "APIError409", True)
+    st = testbed.status(ns, "stale-w0")
+    assert "failureReason" not in st and st["conditions"] == [reported]
+
+    outcome = reconciler(testbed.get_config(ns, "stale-w0")).reconcile((ns, "stale-w0"))
+    assert (outcome.result, outcome.reason) == ("failed", "InvalidField")
+    st = testbed.status(ns, "stale-w0")
+    assert st["failureReason"] == "InvalidField"
+    assert {c["type"]: c["reason"] for c in st["conditions"]} == {
+        "BootstrapSucceeded": "Joining",
+        "DataSecretAvailable": "InvalidField",
+        "Ready": "InvalidField",
+    }
+    assert testbed.admin.get(kube.Secret, "stale-w0", ns) is None

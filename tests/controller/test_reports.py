@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from controller_harness import ControllerProcess, Testbed, wait_for
 
 from bootstrap.hostutil import free_port
+from bootstrap.kubernetes.apiserver import loopback_certificates
 
 SCRIPT_CONFIG = "/run/kubeadm/nodesmith-bootstrap.json"
 
 
-def _post(url: str, credential: str | None, body: Any) -> int:
+def _post(url: str, credential: str | None, body: Any, ca: str | None = None) -> int:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if credential is not None:
         headers["Authorization"] = f"Bearer {credential}"
     request = urllib.request.Request(url, data=data, method="POST", headers=headers)
+    tls = ssl.create_default_context(cadata=ca) if ca else None
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=tls) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -34,9 +39,11 @@ def _script_config(testbed: Testbed, ns: str, name: str) -> dict[str, Any]:
     return dict(json.loads(next(f for f in files if f["path"] == SCRIPT_CONFIG)["content"]))
 
 
-def _reporting(testbed: Testbed, ns: str, *extra: str) -> tuple[ControllerProcess, str]:
+def _reporting(
+    testbed: Testbed, ns: str, *extra: str, scheme: str = "http"
+) -> tuple[ControllerProcess, str]:
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
+    base = f"{scheme}://127.0.0.1:{port}"
     process = testbed.controller(
         f"--report-bind=127.0.0.1:{port}", f"--report-url={base}", *extra, name=f"{ns}-c"
     )
@@ -132,5 +139,33 @@ def test_an_expired_credential_is_refused(testbed: Testbed, ns: str) -> None:
         before = testbed.status(ns, "exp-w0")
         assert _post(cfg["reportUrl"], cfg["reportCredential"], RUNNING) == 401
         assert testbed.status(ns, "exp-w0") == before
+    finally:
+        assert controller.stop() == 0
+
+
+def test_over_tls_the_node_trusts_the_ca_it_was_given(
+    testbed: Testbed, ns: str, tmp_path: Path
+) -> None:
+    loopback_certificates(tmp_path)  # ca.crt signed apiserver.crt (127.0.0.1)
+    testbed.cluster(ns, "tls", initialized=True)
+    testbed.node(ns, "tls-w0", "tls")
+    controller, base = _reporting(
+        testbed,
+        ns,
+        f"--report-tls-cert={tmp_path / 'apiserver.crt'}",
+        f"--report-tls-key={tmp_path / 'apiserver.key'}",
+        f"--report-ca={tmp_path / 'ca.crt'}",
+        scheme="https",
+    )
+    try:
+        wait_for("the data", lambda: testbed.status(ns, "tls-w0").get("ready"))
+        cfg = _script_config(testbed, ns, "tls-w0")
+        assert cfg["reportCA"] == (tmp_path / "ca.crt").read_text()
+        assert cfg["reportUrl"].startswith(f"{base}/")
+        assert _post(cfg["reportUrl"], cfg["reportCredential"], RUNNING, cfg["reportCA"]) == 202
+        cond = testbed.condition(ns, "tls-w0", "BootstrapSucceeded")
+        assert cond is not None and cond["reason"] == "RunningJoin"
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            _post(cfg["reportUrl"], cfg["reportCredential"], RUNNING)  # the system store alone
     finally:
         assert controller.stop() == 0

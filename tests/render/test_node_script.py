@@ -478,8 +478,10 @@ def test_a_defect_in_the_script_ends_in_failed_not_running(tmp_path: Path) -> No
 class _Reports:
     """A real HTTP endpoint on 127.0.0.1 that records what the node script POSTs."""
 
-    def __init__(self, respond: bool = True) -> None:
+    def __init__(self, tls: Path | None = None) -> None:
+        """``tls``: a directory holding ``apiserver.crt``/``.key``, served over HTTPS."""
         import http.server
+        import ssl
         import threading
 
         received: list[dict[str, Any]] = []
@@ -499,8 +501,15 @@ class _Reports:
                 self.end_headers()
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls / "apiserver.crt", tls / "apiserver.key")
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/reports/default/demo-md-0"
+        port = self.server.server_address[1]
+        self.url = f"{scheme}://127.0.0.1:{port}/v1/reports/default/demo-md-0"
 
     def close(self) -> None:
         self.server.shutdown()
@@ -537,6 +546,41 @@ def test_a_terminal_failure_is_reported_as_terminal(tmp_path: Path) -> None:
     assert r["rc"] == 1
     last = reports.received[-1]
     assert (last["phase"], last["reason"], last["terminal"]) == ("Failed", "PreflightFailed", True)
+
+
+@pytest.mark.parametrize(
+    ("trust", "delivered"),
+    [
+        ("the endpoint's CA rendered into the config", True),
+        ("no CA rendered: the system store does not know the endpoint's", False),
+        ("another CA rendered", False),
+    ],
+)
+def test_an_https_endpoint_is_trusted_by_the_rendered_ca_alone(
+    tmp_path: Path, trust: str, delivered: bool
+) -> None:
+    from bootstrap.kubernetes.apiserver import loopback_certificates
+
+    for name in ("endpoint", "other"):
+        (tmp_path / name).mkdir()
+        loopback_certificates(tmp_path / name)
+    reports = _Reports(tls=tmp_path / "endpoint")
+    config: dict[str, Any] = {"reportUrl": reports.url, "reportCredential": CREDENTIAL}
+    if trust.startswith("the endpoint's"):
+        config["reportCA"] = (tmp_path / "endpoint/ca.crt").read_text()
+    elif trust.startswith("another"):
+        config["reportCA"] = (tmp_path / "other/ca.crt").read_text()
+    try:
+        r = _run(tmp_path, "ok", config=config)
+    finally:
+        reports.close()
+    assert r["rc"] == 0 and r["status"]["phase"] == "Succeeded", r["out"]
+    phases = [x["phase"] for x in reports.received]
+    if delivered:
+        assert phases[0] == "Running" and phases[-1] == "Succeeded"
+        assert "could not report" not in r["out"]
+    else:
+        assert phases == [] and "could not report" in r["out"]
 
 
 @pytest.mark.parametrize("endpoint", ["refused", "silent"])

@@ -16,6 +16,8 @@ from bootstrap.render.result import StatusReport
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = StatusReport("https://mgmt.example:9443/v1/reports/default/demo-md-0", "nsr1.a.b")
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+WITH_CA = StatusReport(REPORT.url, "nsr1.a.b", ca=PEM)
 
 
 def _worker(options: RenderOptions) -> dict[str, dict[str, str]]:
@@ -31,6 +33,7 @@ def _worker(options: RenderOptions) -> dict[str, dict[str, str]]:
     [
         (None, None),
         (REPORT, {"reportUrl": REPORT.url, "reportCredential": "nsr1.a.b"}),
+        (WITH_CA, {"reportUrl": REPORT.url, "reportCredential": "nsr1.a.b", "reportCA": PEM}),
     ],
 )
 def test_report_settings_reach_the_script_config_and_the_credential_is_redacted(
@@ -40,7 +43,7 @@ def test_report_settings_reach_the_script_config_and_the_credential_is_redacted(
     config = files["/run/kubeadm/nodesmith-bootstrap.json"]
     assert config["permissions"] == "0600"
     cfg = json.loads(config["content"])
-    got = {k: cfg[k] for k in ("reportUrl", "reportCredential") if k in cfg} or None
+    got = {k: cfg[k] for k in ("reportUrl", "reportCredential", "reportCA") if k in cfg} or None
     assert got == expected
     assert ("nsr1.a.b" in cfg["redact"]) is (report is not None)
 
