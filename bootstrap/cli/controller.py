@@ -15,6 +15,8 @@ from typing import Any
 from bootstrap.errors import bad_usage
 
 _DURATION = re.compile(r"^(\d{1,6})(s|m|h)$")
+_URL = re.compile(r"^https?://[^/\s]+(/\S*)?$")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a Secret's name
 
 
 def parse_duration(flag: str, text: str) -> timedelta:
@@ -23,6 +25,11 @@ def parse_duration(flag: str, text: str) -> timedelta:
         raise bad_usage(flag, text, "must be a positive duration such as 30s, 15m or 1h")
     unit = {"s": 1, "m": 60, "h": 3600}[match.group(2)]
     return timedelta(seconds=int(match.group(1)) * unit)
+
+
+def check_url(flag: str, text: str) -> None:
+    if not _URL.match(text):
+        raise bad_usage(flag, text, "must be an http(s):// URL")
 
 
 def parse_bind(flag: str, text: str) -> tuple[str, int]:
@@ -57,8 +64,8 @@ def _run(args: argparse.Namespace) -> int:
         raise bad_usage("--workers", args.workers, "must be 1..64")
     host, port = parse_bind("--metrics-bind", args.metrics_bind)
     report_host, report_port = parse_bind("--report-bind", args.report_bind)
-    if args.report_url is not None and not re.match(r"^https?://[^/\s]+(/\S*)?$", args.report_url):
-        raise bad_usage("--report-url", args.report_url, "must be an http(s):// URL")
+    if args.report_url is not None:
+        check_url("--report-url", args.report_url)
     if bool(args.report_tls_cert) != bool(args.report_tls_key):
         raise bad_usage(
             "--report-tls-cert", args.report_tls_cert or "", "needs --report-tls-key too"
@@ -104,11 +111,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _manifests(args: argparse.Namespace) -> int:
-    from bootstrap.controller.manifests import manifests, render_yaml
+    from bootstrap.controller.manifests import ReportEndpoint, manifests, render_yaml
 
     if args.replicas < 1:
         raise bad_usage("--replicas", args.replicas, "must be at least 1")
-    sys.stdout.write(render_yaml(manifests(args.image, args.namespace, args.replicas)))
+    report = None
+    if args.report_url is not None:
+        check_url("--report-url", args.report_url)
+        report = ReportEndpoint(args.report_url, args.report_tls_secret, args.report_service_type)
+    elif args.report_tls_secret is not None:
+        raise bad_usage(
+            "--report-tls-secret", args.report_tls_secret, "means nothing without --report-url"
+        )
+    if args.report_tls_secret is not None and not _DNS_NAME.match(args.report_tls_secret):
+        raise bad_usage("--report-tls-secret", args.report_tls_secret, "is not a Secret name")
+    objects = manifests(args.image, args.namespace, args.replicas, report)
+    sys.stdout.write(render_yaml(objects))
     return 0
 
 
@@ -150,4 +168,21 @@ def register(sub: Any) -> None:
     show.add_argument("--image", default="ghcr.io/nodesmith/nodesmith:0.1.0")
     show.add_argument("--namespace", default="nodesmith-system")
     show.add_argument("--replicas", type=int, default=2)
+    show.add_argument(
+        "--report-url",
+        help="serve the node status endpoint (port 8443, Service nodesmith-reports) and render "
+        "this URL, as nodes reach that Service, into the userdata",
+    )
+    show.add_argument(
+        "--report-tls-secret",
+        metavar="NAME",
+        help="a kubernetes.io/tls Secret in --namespace: tls.crt/tls.key serve the endpoint, "
+        "its ca.crt (cert-manager writes one) is the CA nodes trust",
+    )
+    show.add_argument(
+        "--report-service-type",
+        choices=("ClusterIP", "NodePort", "LoadBalancer"),
+        default="LoadBalancer",
+        help="how the endpoint's Service is exposed (default LoadBalancer: nodes are outside)",
+    )
     show.set_defaults(func=_manifests)

@@ -10,10 +10,17 @@ schema fixed at install time cannot do for every version.
 
 The RBAC is what the controller uses and no more: the tests run the controller as this
 ServiceAccount's user on a real API server with RBAC on.
+
+With a :class:`ReportEndpoint` the replicas also serve the node status endpoint on
+:data:`REPORT_PORT`, behind the Service ``nodesmith-reports`` (a LoadBalancer by default: the
+nodes of workload clusters are usually outside the management cluster), over TLS from a
+``kubernetes.io/tls`` Secret whose ``ca.crt`` (as cert-manager writes it) is rendered into the
+userdata as the CA the nodes trust for their reports.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -27,6 +34,17 @@ SERVICE_ACCOUNT = "nodesmith-controller"
 SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 """The user name the API server gives that ServiceAccount (what RBAC's subject matches)."""
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
+REPORT_PORT = 8443
+REPORT_TLS_DIR = "/etc/nodesmith/report-tls"
+
+
+@dataclass(frozen=True)
+class ReportEndpoint:
+    """The node status endpoint: ``url`` as nodes reach it, TLS from ``tls_secret``."""
+
+    url: str
+    tls_secret: str | None = None
+    service_type: str = "LoadBalancer"
 
 
 def _open() -> Obj:
@@ -257,8 +275,71 @@ def rbac(namespace: str = NAMESPACE) -> list[Obj]:
     ]
 
 
-def deployment(image: str, namespace: str = NAMESPACE, replicas: int = 2) -> Obj:
-    labels = {"app.kubernetes.io/name": "nodesmith-controller"}
+LABELS = {"app.kubernetes.io/name": "nodesmith-controller"}
+
+
+def _report_args(report: ReportEndpoint) -> list[str]:
+    args = [f"--report-bind=0.0.0.0:{REPORT_PORT}", f"--report-url={report.url}"]
+    if report.tls_secret:
+        args += [
+            f"--report-tls-cert={REPORT_TLS_DIR}/tls.crt",
+            f"--report-tls-key={REPORT_TLS_DIR}/tls.key",
+            f"--report-ca={REPORT_TLS_DIR}/ca.crt",
+        ]
+    return args
+
+
+def report_service(report: ReportEndpoint, namespace: str = NAMESPACE) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "nodesmith-reports", "namespace": namespace, "labels": dict(LABELS)},
+        "spec": {
+            "type": report.service_type,
+            "selector": dict(LABELS),  # every replica serves reports, the standby too
+            "ports": [{"name": "reports", "port": REPORT_PORT, "targetPort": "reports"}],
+        },
+    }
+
+
+def deployment(
+    image: str,
+    namespace: str = NAMESPACE,
+    replicas: int = 2,
+    report: ReportEndpoint | None = None,
+) -> Obj:
+    labels = dict(LABELS)
+    container: Obj = {
+        "name": "controller",
+        "image": image,
+        "args": [
+            "controller",
+            "run",
+            f"--leader-election-namespace={namespace}",
+            "--metrics-bind=0.0.0.0:8080",
+            *(_report_args(report) if report else []),
+        ],
+        "ports": [
+            {"name": "metrics", "containerPort": 8080},
+            *([{"name": "reports", "containerPort": REPORT_PORT}] if report else []),
+        ],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "512Mi"},
+        },
+    }
+    volumes: list[Obj] = []
+    if report is not None and report.tls_secret:
+        container["volumeMounts"] = [
+            {"name": "report-tls", "mountPath": REPORT_TLS_DIR, "readOnly": True}
+        ]
+        volumes = [{"name": "report-tls", "secret": {"secretName": report.tls_secret}}]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -271,39 +352,37 @@ def deployment(image: str, namespace: str = NAMESPACE, replicas: int = 2) -> Obj
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "terminationGracePeriodSeconds": 30,
-                    "containers": [
-                        {
-                            "name": "controller",
-                            "image": image,
-                            "args": [
-                                "controller",
-                                "run",
-                                f"--leader-election-namespace={namespace}",
-                                "--metrics-bind=0.0.0.0:8080",
-                            ],
-                            "ports": [{"name": "metrics", "containerPort": 8080}],
-                            "securityContext": {
-                                "runAsNonRoot": True,
-                                "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                            "resources": {
-                                "requests": {"cpu": "100m", "memory": "128Mi"},
-                                "limits": {"memory": "512Mi"},
-                            },
-                        }
-                    ],
+                    "containers": [container],
+                    **({"volumes": volumes} if volumes else {}),
                 },
             },
         },
     }
 
 
-def manifests(image: str, namespace: str = NAMESPACE, replicas: int = 2) -> list[Obj]:
+def manifests(
+    image: str,
+    namespace: str = NAMESPACE,
+    replicas: int = 2,
+    report: ReportEndpoint | None = None,
+) -> list[Obj]:
     namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    return [namespace_obj, *crds(), *rbac(namespace), deployment(image, namespace, replicas)]
+    return [
+        namespace_obj,
+        *crds(),
+        *rbac(namespace),
+        deployment(image, namespace, replicas, report),
+        *([report_service(report, namespace)] if report else []),
+    ]
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """No ``&id001``/``*id001``: an install YAML is read by people, and by tools that do not
+    follow aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def render_yaml(objects: list[Obj]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False)
+    return yaml.dump_all(objects, Dumper=_PlainDumper, sort_keys=False)

@@ -39,7 +39,7 @@ from lightkube import ApiError
 from bootstrap.controller import kube, status
 from bootstrap.controller.informer import Informer, Key
 from bootstrap.controller.reports import Credentials
-from bootstrap.errors import NodesmithError, TerminalError, TransientError
+from bootstrap.errors import NodesmithError, TerminalError, TransientError, show_value
 from bootstrap.render import pki
 from bootstrap.render.objects import CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL
 from bootstrap.render.outputs import bootstrap_secret
@@ -295,8 +295,9 @@ class Reconciler:
         )
         if elsewhere:
             raise TerminalError(
-                f"names Cluster {name!r}, which is not in namespace {namespace!r} (found in "
-                f"{', '.join(elsewhere)}); a Machine's Cluster must be in its own namespace",
+                f"names Cluster {show_value(name)}, which is not in namespace "
+                f"{show_value(namespace)} (found in {', '.join(elsewhere)}); a Machine's Cluster "
+                "must be in its own namespace",
                 obj=f"Machine {namespace}/{_meta(machine).get('name')}",
                 field="spec.clusterName",
                 reason="ClusterInOtherNamespace",

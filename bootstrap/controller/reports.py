@@ -39,6 +39,7 @@ import httpx2
 from lightkube import ApiError
 
 from bootstrap.controller import kube, status
+from bootstrap.errors import show_value
 
 if TYPE_CHECKING:
     from bootstrap.controller.manager import Controller
@@ -139,7 +140,7 @@ def parse_report(body: bytes) -> Obj:
         raise Refused(422, "the body must be a JSON object")
     extra = sorted(set(doc) - {"phase", "reason", "terminal", "attempts"})
     if extra:
-        raise Refused(422, f"unknown field {extra[0]!r}")
+        raise Refused(422, f"unknown field {show_value(extra[0])}")
     if doc.get("phase") not in PHASES:
         raise Refused(422, f"phase must be one of {', '.join(PHASES)}")
     if not isinstance(doc.get("reason"), str) or not _REASON.match(doc["reason"]):

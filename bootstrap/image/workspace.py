@@ -81,7 +81,10 @@ def reclaim_stale(parent: Path, prefix: str) -> list[Path]:
                 continue  # its build is alive
             lines = lock.read().splitlines()
             staging = Path(lines[1]) if len(lines) > 1 else None
-            remove_tree(work)
+            try:
+                remove_tree(work)
+            except RuntimeError:
+                continue  # a mount that will not go: left to the operator, never deleted through
         if staging is not None and STAGING_MARK in staging.name:
             shutil.rmtree(staging, ignore_errors=True)
         reclaimed.append(work)

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from bootstrap.errors import ObjectRef, TerminalError, TransientError
+from bootstrap.errors import ObjectRef, TerminalError, TransientError, show_value
 from bootstrap.render.objects import File, KubeadmConfigSpec, Secret, SecretKeyRef, User
 
 SecretLookup = Callable[[str], Secret | None]
@@ -61,7 +61,7 @@ def secret_value(ref: SecretKeyRef, lookup: SecretLookup, obj: ObjectRef, field:
         )
     if ref.key not in secret.data:
         raise TerminalError(
-            f"Secret {obj.namespace}/{ref.name} has no key {ref.key!r}",
+            f"Secret {obj.namespace}/{ref.name} has no key {show_value(ref.key)}",
             obj=obj,
             field=f"{field}.key",
             reason="SecretKeyNotFound",
@@ -173,14 +173,14 @@ def user_files(
         key = normal_path(f.path)
         if key in seen:
             raise TerminalError(
-                f"path {f.path!r} is already written by spec.files[{seen[key]}]",
+                f"path {show_value(f.path)} is already written by spec.files[{seen[key]}]",
                 obj=obj,
                 field=f"spec.files[{index}].path",
                 reason="DuplicatePath",
             )
         if key in taken:
             raise TerminalError(
-                f"path {f.path!r} is written by nodesmith itself",
+                f"path {show_value(f.path)} is written by nodesmith itself",
                 obj=obj,
                 field=f"spec.files[{index}].path",
                 reason="ReservedPath",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid
+from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, show_value
 from bootstrap.render.names import is_label, is_subdomain
 from bootstrap.render.objects import (
     BOOTSTRAP_GROUP,
@@ -173,7 +173,7 @@ class Bundle:
 def _check_version(kind: str, api_version: str, allowed: set[str], ref: ObjectRef) -> None:
     if api_version not in allowed:
         raise TerminalError(
-            f"apiVersion {api_version!r} is not supported; nodesmith reads "
+            f"apiVersion {show_value(api_version)} is not supported; nodesmith reads "
             + ", ".join(sorted(allowed)),
             obj=ref,
             field="apiVersion",
@@ -242,7 +242,7 @@ def resolve(bundle: Bundle, machine_ref: str) -> Context:
             machine.ref,
             "spec.bootstrap.configRef.namespace",
             ref.namespace,
-            f"must be in the Machine's namespace {namespace!r}",
+            f"must be in the Machine's namespace {show_value(namespace)}",
             reason="CrossNamespaceReference",
         )
     config = bundle.config(namespace, ref.name)

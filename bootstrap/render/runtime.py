@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from bootstrap.errors import TerminalError, invalid
+from bootstrap.errors import TerminalError, invalid, show_value
 from bootstrap.manifest import ImageManifest
 from bootstrap.render.objects import Machine
 from bootstrap.render.versions import KubeVersion
@@ -50,7 +50,8 @@ def choose_runtime(machine: Machine) -> RuntimeChoice:
     canonical = _ALIASES.get(name.strip().lower())
     if canonical is None:
         raise TerminalError(
-            f"unknown container runtime {name!r}; nodesmith knows {', '.join(sorted(SOCKETS))}",
+            f"unknown container runtime {show_value(name)}; nodesmith knows "
+            + ", ".join(sorted(SOCKETS)),
             obj=machine.ref,
             field=where,
             reason="UnknownRuntime",

@@ -30,6 +30,8 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from bootstrap.errors import show_value
+
 _CLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _RESOLVER = Resolver()
@@ -183,7 +185,7 @@ def _duplicate(mapping: Node, key: Node) -> yaml.YAMLError:
     return ConstructorError(
         "while constructing a mapping",
         mapping.start_mark,
-        f"found duplicate key {key.value!r}",
+        f"found duplicate key {show_value(key.value)}",
         key.start_mark,
     )
 

@@ -31,7 +31,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from bootstrap.errors import TerminalError, TransientError, invalid
+from bootstrap.errors import TerminalError, TransientError, invalid, show_value
 from bootstrap.hostutil import free_port
 from bootstrap.render import RenderOptions, RenderResult
 from bootstrap.render.batch import render_all
@@ -173,7 +173,7 @@ def _infra_address(objects: list[dict[str, Any]], machine: dict[str, Any]) -> st
                 ) from None
             return address
     raise TransientError(
-        f"{INFRA_KIND} {ref.get('name')!r} is not in the input",
+        f"{INFRA_KIND} {show_value(ref.get('name'))} is not in the input",
         obj=where,
         field="spec.infrastructureRef",
         reason="InfrastructureMissing",

@@ -40,7 +40,7 @@ import yaml
 from bootstrap.controller import capi_crds, kube
 from bootstrap.controller.manifests import NAMESPACE, SA_GROUPS, SA_USER, manifests, render_yaml
 from bootstrap.controller.status import now_text
-from bootstrap.errors import TerminalError, TransientError
+from bootstrap.errors import TerminalError, TransientError, show_value
 from bootstrap.hostutil import free_port
 from bootstrap.kubernetes.apiserver import APIServer, Etcd
 from bootstrap.kubernetes.build import current
@@ -147,7 +147,7 @@ class Management:
         # holds the workload cluster's CA keys and tokens, the server dir its own keys) and
         # keep only the logs.
         for directory in (self.etcd.directory, self.server.directory):
-            for path in directory.iterdir():
+            for path in directory.iterdir() if directory.is_dir() else ():
                 if path.is_dir():
                     shutil.rmtree(path)
                 elif path.suffix != ".log":
@@ -212,7 +212,7 @@ def apply_bundle(mgmt: Management, objects: list[Obj]) -> list[Obj]:
         config = configs.get((ns, str(ref.get("name"))))
         if config is None:
             raise TerminalError(
-                f"names KubeadmConfig {ref.get('name')!r}, which is not in the input",
+                f"names KubeadmConfig {show_value(ref.get('name'))}, which is not in the input",
                 obj=f"Machine {ns}/{_meta(created)['name']}",
                 field="spec.bootstrap.configRef",
                 reason="ConfigNotFound",

@@ -1143,3 +1143,94 @@ def test_stdin_not_utf8(tmp_path: Path) -> None:
     )
     assert proc.returncode == 65
     assert b"Traceback" not in proc.stderr and b"not UTF-8" in proc.stderr
+
+
+HUGE = "A" * 30_000
+LONG_PATH = "/" + "a" * 499  # paths are refused over 512 characters
+
+
+CP = "default/demo-cp-0"
+
+
+def _examples_with(change: Any) -> str:
+    from bootstrap.render.loader import load_paths
+
+    docs = load_paths([str(Path(__file__).resolve().parents[2] / "examples")])
+    change(docs)
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def _set(kind: str, name: str, path: tuple[str, ...], value: Any) -> Any:
+    def change(docs: list[dict[str, Any]]) -> None:
+        doc = next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+        for part in path[:-1]:
+            doc = doc.setdefault(part, {})
+        doc[path[-1]] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("case", "stdin", "field"),
+    [
+        (
+            "huge apiVersion (found by test_render_property)",
+            _examples_with(_set("Machine", "demo-cp-0", ("apiVersion",), HUGE)),
+            "apiVersion",
+        ),
+        (
+            "huge runtime name",
+            _examples_with(
+                _set(
+                    "Machine",
+                    "demo-cp-0",
+                    ("metadata", "annotations", "bootstrap.nodesmith.dev/container-runtime"),
+                    HUGE,
+                )
+            ),
+            "container-runtime",
+        ),
+        (
+            "huge duplicated file path",
+            _examples_with(
+                _set(
+                    "KubeadmConfig",
+                    "demo-cp-0",
+                    ("spec", "files"),
+                    [{"path": LONG_PATH, "content": "a"}, {"path": LONG_PATH, "content": "b"}],
+                )
+            ),
+            "spec.files[1].path",
+        ),
+        (
+            "huge duplicate YAML key",
+            f"a: 1\n? {HUGE}\n: 1\n? {HUGE}\n: 2\n",  # explicit keys: no 1024-char limit
+            "duplicate key",
+        ),
+    ],
+)
+def test_an_error_quoting_a_huge_value_stays_one_short_line(
+    case: str, stdin: str, field: str
+) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bootstrap.cli",
+            "render",
+            "-f",
+            "-",
+            "--machine",
+            "default/demo-cp-0",
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 65, result.stderr[:500]
+    assert result.stderr.startswith("nodesmith: error:") and result.stderr.count("\n") == 1
+    assert field in result.stderr and len(result.stderr) < 500, result.stderr[:600]

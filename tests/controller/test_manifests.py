@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 from controller_harness import Testbed
 
@@ -83,3 +84,88 @@ def test_the_controller_runs_with_exactly_the_manifests_rbac(testbed: Testbed) -
         assert kube.status_code(exc) == 403
     else:
         raise AssertionError("the controller's ServiceAccount may create Namespaces")
+
+
+def _manifests_cli(*flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bootstrap.cli", "controller", "manifests", *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+REPORT_ARGS = ["--report-bind=0.0.0.0:8443", "--report-url=https://mgmt.example:8443"]
+TLS_ARGS = [
+    "--report-tls-cert=/etc/nodesmith/report-tls/tls.crt",
+    "--report-tls-key=/etc/nodesmith/report-tls/tls.key",
+    "--report-ca=/etc/nodesmith/report-tls/ca.crt",
+]
+
+
+@pytest.mark.parametrize(
+    ("flags", "report_args", "service", "tls_secret"),
+    [
+        ([], [], None, None),
+        (["--report-url=https://mgmt.example:8443"], REPORT_ARGS, "LoadBalancer", None),
+        (
+            ["--report-url=https://mgmt.example:8443", "--report-service-type=NodePort"],
+            REPORT_ARGS,
+            "NodePort",
+            None,
+        ),
+        (
+            ["--report-url=https://mgmt.example:8443", "--report-tls-secret=reports-tls"],
+            REPORT_ARGS + TLS_ARGS,
+            "LoadBalancer",
+            "reports-tls",
+        ),
+    ],
+)
+def test_the_report_endpoint_in_the_manifests(
+    flags: list[str], report_args: list[str], service: str | None, tls_secret: str | None
+) -> None:
+    result = _manifests_cli(*flags)
+    assert result.returncode == 0, result.stderr
+    assert "&id" not in result.stdout  # no YAML aliases in an install file
+    objects = list(yaml.safe_load_all(result.stdout))
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][4:] == report_args
+    services = [o for o in objects if o["kind"] == "Service"]
+    assert [s["spec"]["type"] for s in services] == ([service] if service else [])
+    for s in services:
+        assert s["spec"]["selector"] == pod_labels(objects)
+        assert s["spec"]["ports"] == [{"name": "reports", "port": 8443, "targetPort": "reports"}]
+    volumes = pod.get("volumes", [])
+    assert [v["secret"]["secretName"] for v in volumes] == ([tls_secret] if tls_secret else [])
+
+
+def pod_labels(objects: list[dict[str, object]]) -> object:
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    return deployment["spec"]["template"]["metadata"]["labels"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--report-tls-secret=reports-tls"], "without --report-url"),
+        (["--report-url=mgmt.example:8443"], "--report-url"),
+        (["--report-url=https://m:1", "--report-tls-secret=Reports_TLS"], "--report-tls-secret"),
+        (["--report-url=https://m:1", "--report-service-type=Ingress"], "--report-service-type"),
+        (["--replicas=0"], "--replicas"),
+    ],
+)
+def test_bad_manifests_flags_exit_2_naming_the_flag(flags: list[str], named: str) -> None:
+    result = _manifests_cli(*flags)
+    assert result.returncode == 2 and named in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_the_report_manifests_are_accepted_by_a_real_api_server(testbed: Testbed) -> None:
+    out = _manifests_cli(
+        "--report-url=https://mgmt.example:8443", "--report-tls-secret=reports-tls"
+    ).stdout
+    applied = testbed.kubectl("apply", "--dry-run=server", "-f", "-", stdin=out)
+    assert "deployment.apps/nodesmith-controller configured (server dry run)" in applied
+    assert "service/nodesmith-reports created (server dry run)" in applied
