@@ -98,7 +98,8 @@ report_status() {
     [ -n "${REPORT_URL:-}" ] || return 0
     local body prev=$REPORT_PID tls=()
     if [ -n "${REPORT_CA:-}" ]; then  # a CA certificate is no secret: a plain file for curl
-        [ -s "$RUN/report-ca.crt" ] || printf '%s\n' "$REPORT_CA" 2> /dev/null > "$RUN/report-ca.crt"
+        { printf '%s\n' "$REPORT_CA" > "$RUN/report-ca.crt.tmp" \
+            && mv -f "$RUN/report-ca.crt.tmp" "$RUN/report-ca.crt"; } 2> /dev/null
         tls=(--cacert "$RUN/report-ca.crt")
     fi
     body=$(printf '{"phase": %s, "reason": %s, "terminal": %s, "attempts": %s}' \

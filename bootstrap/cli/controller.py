@@ -116,15 +116,30 @@ def _manifests(args: argparse.Namespace) -> int:
     if args.replicas < 1:
         raise bad_usage("--replicas", args.replicas, "must be at least 1")
     report = None
+    secret = args.report_tls_secret
+    if args.report_url is None and secret is not None:
+        raise bad_usage("--report-tls-secret", secret, "means nothing without --report-url")
+    if secret is not None and not _DNS_NAME.match(secret):
+        raise bad_usage("--report-tls-secret", secret, "is not a Secret name")
     if args.report_url is not None:
         check_url("--report-url", args.report_url)
-        report = ReportEndpoint(args.report_url, args.report_tls_secret, args.report_service_type)
-    elif args.report_tls_secret is not None:
-        raise bad_usage(
-            "--report-tls-secret", args.report_tls_secret, "means nothing without --report-url"
+        https = args.report_url.startswith("https://")
+        if https and secret is None:
+            raise bad_usage(
+                "--report-url",
+                args.report_url,
+                "is https but the endpoint would serve plain HTTP: add --report-tls-secret",
+            )
+        if not https and args.report_service_type != "ClusterIP":
+            print(
+                "nodesmith: warning: --report-url is plain http on a "
+                f"{args.report_service_type} Service: each node's report credential crosses "
+                "the network unencrypted; prefer https with --report-tls-secret",
+                file=sys.stderr,
+            )
+        report = ReportEndpoint(
+            args.report_url, secret, args.report_service_type, args.report_tls_ca
         )
-    if args.report_tls_secret is not None and not _DNS_NAME.match(args.report_tls_secret):
-        raise bad_usage("--report-tls-secret", args.report_tls_secret, "is not a Secret name")
     objects = manifests(args.image, args.namespace, args.replicas, report)
     sys.stdout.write(render_yaml(objects))
     return 0
@@ -178,6 +193,13 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="a kubernetes.io/tls Secret in --namespace: tls.crt/tls.key serve the endpoint, "
         "its ca.crt (cert-manager writes one) is the CA nodes trust",
+    )
+    show.add_argument(
+        "--report-tls-ca",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="render the Secret's ca.crt as the only CA nodes trust for reports; "
+        "--no-report-tls-ca for a certificate the nodes' system store accepts (no ca.crt)",
     )
     show.add_argument(
         "--report-service-type",

@@ -45,6 +45,7 @@ class ReportEndpoint:
     url: str
     tls_secret: str | None = None
     service_type: str = "LoadBalancer"
+    tls_ca: bool = True  # the Secret's ca.crt is what nodes trust; False: their system store
 
 
 def _open() -> Obj:
@@ -284,8 +285,9 @@ def _report_args(report: ReportEndpoint) -> list[str]:
         args += [
             f"--report-tls-cert={REPORT_TLS_DIR}/tls.crt",
             f"--report-tls-key={REPORT_TLS_DIR}/tls.key",
-            f"--report-ca={REPORT_TLS_DIR}/ca.crt",
         ]
+        if report.tls_ca:
+            args.append(f"--report-ca={REPORT_TLS_DIR}/ca.crt")
     return args
 
 

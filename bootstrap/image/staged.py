@@ -77,7 +77,12 @@ class StagedBuild:
             self.progress.say(f"removed {stale}: left by a build that was killed")
         self.work = Path(tempfile.mkdtemp(prefix=prefix, dir=work_parent))
         self.staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-        self._lock = hold(self.work, self.staging)
+        try:
+            self._lock = hold(self.work, self.staging)
+        except BaseException:
+            remove_tree(self.work)
+            shutil.rmtree(self.staging, ignore_errors=True)
+            raise
         self._t0 = time.monotonic()
 
     def __enter__(self) -> StagedBuild:

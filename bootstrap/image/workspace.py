@@ -7,16 +7,21 @@ the directory first and refuses to delete if a mount survives.
 A build that is killed outright (SIGKILL, OOM, a lost session) cannot clean up after itself,
 so each build holds an exclusive ``flock`` on a lock file in its work directory for as long as
 it runs. The kernel drops that lock when the process dies, however it dies: the next build
-finds work directories whose lock it can take, knows their owner is gone, and reclaims them
-(mounts, work directory and the staging sibling the lock file names). A directory without a
-lock file, or whose lock is held, is never touched.
+finds work directories whose lock it can take and reclaims them (mounts, work directory and
+the staging sibling the lock file names). It leaves alone a directory without a lock file, one
+whose lock is held, one that any process still uses (the build's steps run in their own
+sessions and can outlive it: a chroot, a working directory or an open file below it), and one
+not created by this user (0700, owned by us: /var/tmp is world-writable, and a lock file
+planted there must not make root delete anything).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -52,6 +57,35 @@ def remove_tree(path: Path) -> None:
         time.sleep(1)
 
 
+def in_use(path: Path) -> bool:
+    """Whether any process has its root, working directory or an open file below ``path``."""
+    base = str(path.resolve())
+    me = str(os.getpid())  # we hold its lock file open ourselves
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or proc.name == me:
+            continue
+        links = [proc / "root", proc / "cwd"]
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+            links += list((proc / "fd").iterdir())
+        for link in links:
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if target == base or target.startswith(base + "/"):
+                return True
+    return False
+
+
+def _ours(path: Path) -> bool:
+    """A real directory or file (no symlink) owned by us and writable by nobody else."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+
+
 def hold(work: Path, staging: Path) -> IO[str]:
     """Mark ``work`` as owned by this process for as long as the returned file stays open."""
     # Locked and filled under another name, then renamed: a sweeper never sees the lock file
@@ -70,6 +104,8 @@ def reclaim_stale(parent: Path, prefix: str) -> list[Path]:
     reclaimed: list[Path] = []
     for work in sorted(parent.glob(f"{prefix}*")):
         lock_path = work / LOCK_NAME
+        if not (_ours(work) and _ours(lock_path)) or work.lstat().st_mode & 0o077:
+            continue  # not a work dir this user's build made (mkdtemp: 0700)
         try:
             lock = open(lock_path, encoding="utf-8")  # noqa: SIM115 - closed below
         except OSError:
@@ -79,13 +115,30 @@ def reclaim_stale(parent: Path, prefix: str) -> list[Path]:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its build is alive
+            if in_use(work):
+                continue  # the build died, a step it started did not (yet)
             lines = lock.read().splitlines()
             staging = Path(lines[1]) if len(lines) > 1 else None
             try:
                 remove_tree(work)
             except RuntimeError:
                 continue  # a mount that will not go: left to the operator, never deleted through
-        if staging is not None and STAGING_MARK in staging.name:
+            if work.exists():
+                continue  # something kept writing: try again next time
+        if staging is not None and _is_staging(staging):
             shutil.rmtree(staging, ignore_errors=True)
         reclaimed.append(work)
     return reclaimed
+
+
+def _is_staging(path: Path) -> bool:
+    """A build's staging sibling: ``.<output>.partial-*``, a real 0700 directory of ours whose
+    parents are no symlinks (rmtree must not be steered elsewhere)."""
+    return (
+        path.is_absolute()
+        and path.name.startswith(".")
+        and STAGING_MARK in path.name
+        and _ours(path)
+        and path.lstat().st_mode & 0o077 == 0
+        and path.parent.resolve() == path.parent
+    )

@@ -141,17 +141,21 @@ class Management:
                 self.controller.wait(timeout=40)
             except subprocess.TimeoutExpired:
                 self.controller.kill()
-        self.server.stop()
-        self.etcd.stop()
-        # A stopped management cluster cannot be restarted by anyone: drop its state (etcd
-        # holds the workload cluster's CA keys and tokens, the server dir its own keys) and
-        # keep only the logs.
-        for directory in (self.etcd.directory, self.server.directory):
-            for path in directory.iterdir() if directory.is_dir() else ():
-                if path.is_dir():
-                    shutil.rmtree(path)
-                elif path.suffix != ".log":
-                    path.unlink()
+        stop_and_forget(self.etcd, self.server)
+
+
+def stop_and_forget(etcd: Etcd, server: APIServer) -> None:
+    """Stop a management cluster and drop its state, keeping only the logs: nobody can restart
+    it, and etcd holds the workload cluster's CA keys and tokens, the server dir its own keys.
+    Runs in ``finally`` blocks: it never raises over the error that brought it there."""
+    server.stop()
+    etcd.stop()
+    for directory in (etcd.directory, server.directory):
+        for path in directory.iterdir() if directory.is_dir() else ():
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.suffix != ".log":
+                path.unlink(missing_ok=True)
 
 
 def start_management(workdir: Path, progress: Progress) -> Management:
@@ -167,16 +171,24 @@ def start_management(workdir: Path, progress: Progress) -> Management:
         bin_dir / "kube-apiserver", workdir / "management", etcd, users={SA_USER: SA_GROUPS}
     )
     started = time.monotonic()
-    etcd.start()
-    server.start()
-    mgmt = Management(
-        workdir, etcd, server, kube.Api(kube.connect(server.kubeconfig_dict())), bin_dir / "kubectl"
-    )
-    mgmt.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:local")))
-    mgmt.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
-    for crd in ("kubeadmconfigs.bootstrap.cluster.x-k8s.io", "clusters.cluster.x-k8s.io",
-                "machines.cluster.x-k8s.io"):  # fmt: skip
-        mgmt.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
+    try:
+        etcd.start()
+        server.start()
+        mgmt = Management(
+            workdir,
+            etcd,
+            server,
+            kube.Api(kube.connect(server.kubeconfig_dict())),
+            bin_dir / "kubectl",
+        )
+        mgmt.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:local")))
+        mgmt.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
+        for crd in ("kubeadmconfigs.bootstrap.cluster.x-k8s.io", "clusters.cluster.x-k8s.io",
+                    "machines.cluster.x-k8s.io"):  # fmt: skip
+            mgmt.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
+    except BaseException:
+        stop_and_forget(etcd, server)
+        raise
     progress(
         f"cluster: management API server {server.url} up, provider installed "
         f"({time.monotonic() - started:.0f}s)"

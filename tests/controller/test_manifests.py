@@ -95,43 +95,68 @@ def _manifests_cli(*flags: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-REPORT_ARGS = ["--report-bind=0.0.0.0:8443", "--report-url=https://mgmt.example:8443"]
+HTTPS, HTTP = "https://mgmt.example:8443", "http://mgmt.example:8443"
+TLS_SECRET = "--report-tls-secret=reports-tls"
 TLS_ARGS = [
     "--report-tls-cert=/etc/nodesmith/report-tls/tls.crt",
     "--report-tls-key=/etc/nodesmith/report-tls/tls.key",
-    "--report-ca=/etc/nodesmith/report-tls/ca.crt",
 ]
+CA_ARG = "--report-ca=/etc/nodesmith/report-tls/ca.crt"
+
+
+def report_args(url: str) -> list[str]:
+    return ["--report-bind=0.0.0.0:8443", f"--report-url={url}"]
+
+
+WARNING = "crosses the network unencrypted"
 
 
 @pytest.mark.parametrize(
-    ("flags", "report_args", "service", "tls_secret"),
+    ("flags", "args", "service", "tls_secret", "warned"),
     [
-        ([], [], None, None),
-        (["--report-url=https://mgmt.example:8443"], REPORT_ARGS, "LoadBalancer", None),
+        ([], [], None, None, False),
         (
-            ["--report-url=https://mgmt.example:8443", "--report-service-type=NodePort"],
-            REPORT_ARGS,
-            "NodePort",
-            None,
-        ),
-        (
-            ["--report-url=https://mgmt.example:8443", "--report-tls-secret=reports-tls"],
-            REPORT_ARGS + TLS_ARGS,
+            [f"--report-url={HTTPS}", TLS_SECRET],
+            report_args(HTTPS) + TLS_ARGS + [CA_ARG],
             "LoadBalancer",
             "reports-tls",
+            False,
+        ),
+        (
+            [f"--report-url={HTTPS}", TLS_SECRET, "--no-report-tls-ca"],
+            report_args(HTTPS) + TLS_ARGS,
+            "LoadBalancer",
+            "reports-tls",
+            False,
+        ),
+        (
+            [f"--report-url={HTTPS}", TLS_SECRET, "--report-service-type=NodePort"],
+            report_args(HTTPS) + TLS_ARGS + [CA_ARG],
+            "NodePort",
+            "reports-tls",
+            False,
+        ),
+        ([f"--report-url={HTTP}"], report_args(HTTP), "LoadBalancer", None, True),
+        (
+            [f"--report-url={HTTP}", "--report-service-type=ClusterIP"],
+            report_args(HTTP),
+            "ClusterIP",
+            None,
+            False,
         ),
     ],
 )
 def test_the_report_endpoint_in_the_manifests(
-    flags: list[str], report_args: list[str], service: str | None, tls_secret: str | None
+    flags: list[str], args: list[str], service: str | None, tls_secret: str | None, warned: bool
 ) -> None:
     result = _manifests_cli(*flags)
     assert result.returncode == 0, result.stderr
+    assert (WARNING in result.stderr) is warned
     assert "&id" not in result.stdout  # no YAML aliases in an install file
     objects = list(yaml.safe_load_all(result.stdout))
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["args"][4:] == report_args
+    assert container["args"][4:] == args
     services = [o for o in objects if o["kind"] == "Service"]
     assert [s["spec"]["type"] for s in services] == ([service] if service else [])
     for s in services:
@@ -149,8 +174,9 @@ def pod_labels(objects: list[dict[str, object]]) -> object:
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--report-tls-secret=reports-tls"], "without --report-url"),
+        ([TLS_SECRET], "without --report-url"),
         (["--report-url=mgmt.example:8443"], "--report-url"),
+        ([f"--report-url={HTTPS}"], "add --report-tls-secret"),
         (["--report-url=https://m:1", "--report-tls-secret=Reports_TLS"], "--report-tls-secret"),
         (["--report-url=https://m:1", "--report-service-type=Ingress"], "--report-service-type"),
         (["--replicas=0"], "--replicas"),
@@ -163,9 +189,7 @@ def test_bad_manifests_flags_exit_2_naming_the_flag(flags: list[str], named: str
 
 
 def test_the_report_manifests_are_accepted_by_a_real_api_server(testbed: Testbed) -> None:
-    out = _manifests_cli(
-        "--report-url=https://mgmt.example:8443", "--report-tls-secret=reports-tls"
-    ).stdout
+    out = _manifests_cli(f"--report-url={HTTPS}", TLS_SECRET).stdout
     applied = testbed.kubectl("apply", "--dry-run=server", "-f", "-", stdin=out)
     assert "deployment.apps/nodesmith-controller configured (server dry run)" in applied
     assert "service/nodesmith-reports created (server dry run)" in applied

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -132,8 +135,6 @@ def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
 def test_interrupted_build_leaves_nothing(tmp_path: Path) -> None:
     """SIGTERM in the middle of mmdebstrap: no output, no staging dir, no work dir, no mount."""
     require_build_host()
-    import signal
-
     from bootstrap.image.workspace import mounts_under
 
     before = set(Path("/var/tmp").glob("nodesmith-image-*"))
@@ -158,21 +159,51 @@ def test_interrupted_build_leaves_nothing(tmp_path: Path) -> None:
     assert set(mounts_under(Path("/var/tmp"))) - mounted_before == set()
 
 
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants at once, as an OOM kill of a whole cgroup or
+    a lost machine would: stopped first, so none can fork or be reparented meanwhile."""
+    tree = {pid}
+    while True:
+        for p in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGSTOP)
+        grown = {pid} | _descendants(pid)
+        if grown == tree:
+            break
+        tree = grown
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+
+
 @pytest.mark.image
 def test_a_killed_build_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
     """SIGKILL (no cleanup possible) while the chroot's mounts are live: the next build
     unmounts and removes what the dead one left, before it starts its own."""
     require_build_host()
-    import os
-    import signal
-
     from bootstrap.image.workspace import mounts_under
 
     before = set(Path("/var/tmp").glob("nodesmith-image-*"))
     first = subprocess.Popen(
         [NODESMITH, "image", "build", DEF, "--output", str(tmp_path / "first")],
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # killed as a whole, like a lost session
     )
     deadline = time.monotonic() + 300
     work: set[Path] = set()
@@ -180,7 +211,7 @@ def test_a_killed_build_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
         assert time.monotonic() < deadline and first.poll() is None, "the build never mounted"
         time.sleep(0.5)
         work = set(Path("/var/tmp").glob("nodesmith-image-*")) - before
-    os.killpg(first.pid, signal.SIGKILL)
+    kill_tree(first.pid)  # the build and every step it started (each in its own session)
     first.wait()
     (dead,) = work
     assert mounts_under(dead) and list(tmp_path.glob(".first.partial-*"))

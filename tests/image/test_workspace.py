@@ -50,10 +50,13 @@ def start_build(work: Path, staging: Path) -> subprocess.Popen[str]:
 
 
 def workspace(parent: Path, name: str) -> tuple[Path, Path]:
+    """A work dir and staging dir as a build makes them (mkdtemp: 0700)."""
     work = parent / "var" / f"nodesmith-image-{name}"
     staging = parent / "out" / f".out.partial-{name}"
     (work / "root/dev").mkdir(parents=True)
     staging.mkdir(parents=True)
+    work.chmod(0o700)
+    staging.chmod(0o700)
     return work, staging
 
 
@@ -73,29 +76,62 @@ def test_a_killed_builds_workspace_is_reclaimed_mounts_first(tmp_path: Path) -> 
     assert (host / "precious").read_text() == "host file"
 
 
+def dead_build(work: Path, staging: Path) -> None:
+    build = start_build(work, staging)
+    build.kill()
+    build.wait()
+
+
 @pytest.mark.parametrize(
     ("case", "kept"),
     [
         ("build still running", True),
         ("no lock file (not a build that holds one)", True),
+        ("build dead, but a step it started still works in the directory", True),
+        ("work dir readable by others (not made by mkdtemp)", True),
+        ("work dir owned by another user (a planted lock file)", True),
         ("lock names a path that is no staging dir", False),
+        ("lock names a staging dir through a symlinked parent", False),
     ],
 )
 def test_what_reclaim_leaves_alone(tmp_path: Path, case: str, kept: bool) -> None:
     work, staging = workspace(tmp_path, "x")
-    build = None
+    running: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = []
     if case == "build still running":
-        build = start_build(work, staging)
+        running.append(start_build(work, staging))
+    elif case.startswith("build dead"):
+        dead_build(work, staging)
+        running.append(subprocess.Popen(["sleep", "600"], cwd=work / "root"))
+    elif case.startswith("work dir readable"):
+        dead_build(work, staging)
+        work.chmod(0o755)
+    elif case.startswith("work dir owned"):
+        if os.geteuid() != 0:
+            pytest.skip("chown needs root")
+        dead_build(work, staging)
+        os.chown(work, 65534, 65534)
+        os.chown(work / LOCK_NAME, 65534, 65534)
     elif case == "lock names a path that is no staging dir":
         staging = tmp_path / "precious-dir"
-        staging.mkdir()
-        (work / LOCK_NAME).write_text(f"1\n{staging}\n")
+        staging.mkdir(mode=0o700)
+        dead_build(work, staging)
+    elif case.startswith("lock names a staging dir through"):
+        link = tmp_path / "link"
+        link.symlink_to(staging.parent)
+        dead_build(work, link / staging.name)
     try:
         reclaimed = reclaim_stale(tmp_path / "var", "nodesmith-image-")
     finally:
-        if build is not None:
-            build.kill()
-            build.wait()
+        for proc in running:
+            proc.kill()
+            proc.wait()
     assert work.exists() is kept
     assert reclaimed == ([] if kept else [work])
     assert staging.exists()
+
+
+def test_a_dead_builds_staging_dir_goes_with_its_work_dir(tmp_path: Path) -> None:
+    work, staging = workspace(tmp_path, "y")
+    dead_build(work, staging)
+    assert reclaim_stale(tmp_path / "var", "nodesmith-image-") == [work]
+    assert not work.exists() and not staging.exists()
