@@ -16,7 +16,6 @@ from bootstrap.errors import bad_usage
 
 _DURATION = re.compile(r"^(\d{1,6})(s|m|h)$")
 _URL = re.compile(r"^https?://[^/\s]+(/\S*)?$")
-_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a Secret's name
 
 
 def parse_duration(flag: str, text: str) -> timedelta:
@@ -112,6 +111,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _manifests(args: argparse.Namespace) -> int:
     from bootstrap.controller.manifests import ReportEndpoint, manifests, render_yaml
+    from bootstrap.render.names import is_subdomain
 
     if args.replicas < 1:
         raise bad_usage("--replicas", args.replicas, "must be at least 1")
@@ -119,7 +119,7 @@ def _manifests(args: argparse.Namespace) -> int:
     secret = args.report_tls_secret
     if args.report_url is None and secret is not None:
         raise bad_usage("--report-tls-secret", secret, "means nothing without --report-url")
-    if secret is not None and not _DNS_NAME.match(secret):
+    if secret is not None and not is_subdomain(secret):
         raise bad_usage("--report-tls-secret", secret, "is not a Secret name")
     if args.report_url is not None:
         check_url("--report-url", args.report_url)

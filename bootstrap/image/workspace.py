@@ -77,13 +77,18 @@ def in_use(path: Path) -> bool:
     return False
 
 
-def _ours(path: Path) -> bool:
-    """A real directory or file (no symlink) owned by us and writable by nobody else."""
+def _ours(path: Path, private: bool = False) -> bool:
+    """A real directory or file (no symlink) owned by us and writable by nobody else;
+    ``private``: a directory nobody else may even read (what mkdtemp makes, 0700)."""
     try:
         st = path.lstat()
     except OSError:
         return False
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+    if st.st_uid != os.geteuid() or stat.S_ISLNK(st.st_mode):
+        return False
+    if private:
+        return stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o077
+    return not st.st_mode & 0o022
 
 
 def hold(work: Path, staging: Path) -> IO[str]:
@@ -104,7 +109,7 @@ def reclaim_stale(parent: Path, prefix: str) -> list[Path]:
     reclaimed: list[Path] = []
     for work in sorted(parent.glob(f"{prefix}*")):
         lock_path = work / LOCK_NAME
-        if not (_ours(work) and _ours(lock_path)) or work.lstat().st_mode & 0o077:
+        if not (_ours(work, private=True) and _ours(lock_path)):
             continue  # not a work dir this user's build made (mkdtemp: 0700)
         try:
             lock = open(lock_path, encoding="utf-8")  # noqa: SIM115 - closed below
@@ -138,7 +143,6 @@ def _is_staging(path: Path) -> bool:
         path.is_absolute()
         and path.name.startswith(".")
         and STAGING_MARK in path.name
-        and _ours(path)
-        and path.lstat().st_mode & 0o077 == 0
+        and _ours(path, private=True)
         and path.parent.resolve() == path.parent
     )
