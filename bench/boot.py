@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from standin.bundle import worker_bundle  # noqa: E402
 
-from bootstrap.render import RenderOptions, render_machine  # noqa: E402
+from bootstrap.render import RenderOptions, render_one  # noqa: E402
 from bootstrap.render.loader import load_paths  # noqa: E402
 from bootstrap.vm import qemu as vm  # noqa: E402
 from bootstrap.vm.accel import choose  # noqa: E402
@@ -53,7 +53,7 @@ done
 
 def one_run(image: Path, accel: str, work: Path, index: int) -> dict[str, float | str]:
     bundle = worker_bundle(work / f"run{index}", {"bench-0": {"mode": "succeed"}})
-    userdata = render_machine(
+    userdata = render_one(
         load_paths([str(bundle)]),
         "default/bench-0",
         RenderOptions(unsafe_skip_ca_verification=True),

@@ -2,7 +2,7 @@
 
 Builds the bundle in memory (a v1beta1 Cluster, its CA Secret, N Machines each with a
 KubeadmConfig carrying kubelet args and pre/post commands, no user files), then calls
-``render_machine(Bundle, ...)`` once per Machine, in one process on one core. Each render
+``render_one(Bundle, ...)`` once per Machine, in one process on one core. Each render
 includes parsing that Machine's objects (the Bundle parses lazily), building the kubeadm
 document, checking it against the field lists, and the cloud-config dump. Tokens are
 generated, as they are for a config that names none.
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from bootstrap.render import (  # noqa: E402
     RenderOptions,
     pki,
-    render_machine,
+    render_one,
 )
 from bootstrap.render.resolve import Bundle  # noqa: E402
 
@@ -104,14 +104,14 @@ def build_objects(n: int) -> list[dict[str, Any]]:
 def run(n: int) -> tuple[list[float], int, float, float]:
     bundle = Bundle(build_objects(n))
     options = RenderOptions(now=NOW)
-    render_machine(Bundle(build_objects(1)), "default/md-0", options)  # warm caches
+    render_one(Bundle(build_objects(1)), "default/md-0", options)  # warm caches
     times: list[float] = []
     size = 0
     cpu_start = time.process_time()
     start = time.perf_counter()
     for i in range(n):
         t0 = time.perf_counter()
-        result = render_machine(bundle, f"default/md-{i}", options)
+        result = render_one(bundle, f"default/md-{i}", options)
         times.append(time.perf_counter() - t0)
         if i == 0:
             size = len(result.userdata)

@@ -24,9 +24,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "serve"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from test_serve_support import WORKER_PATH, WORKER_YAML, ServeProcess, read_response  # noqa: E402
+from serve_helpers import WORKER_PATH, WORKER_YAML, ServeProcess, read_response  # noqa: E402
 
 
 def hwm_kib(pid: int) -> int:

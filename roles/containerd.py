@@ -11,9 +11,11 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.operations import apt, files, server
 
+from bootstrap.image.defaults import DEFAULTS
+
 LIVE = str(host.data.get("live", "false")).lower() == "true"
-OCI = str(host.data.get("oci_runtime", "runc"))
-SANDBOX = str(host.data.get("sandbox_image", "registry.k8s.io/pause:3.10"))
+OCI = str(host.data.get("oci_runtime", DEFAULTS.oci_runtime))
+SANDBOX = str(host.data.get("sandbox_image", DEFAULTS.sandbox_image))
 SOCKET = "/run/containerd/containerd.sock"
 
 if OCI not in ("runc", "crun"):

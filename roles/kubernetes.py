@@ -14,6 +14,7 @@ from pathlib import Path
 from pyinfra import host
 from pyinfra.operations import apt, files, server
 
+from bootstrap.image.defaults import DEFAULTS
 from bootstrap.image.kubernetes import (
     BINARIES,
     HTTP_BASE,
@@ -23,8 +24,8 @@ from bootstrap.image.kubernetes import (
     verify_dir,
 )
 
-SOURCE = str(host.data.get("kubernetes_source", "none"))
-VERSION = str(host.data.get("kubernetes_version", "v1.31.4"))
+SOURCE = str(host.data.get("kubernetes_source", DEFAULTS.kubernetes_source))
+VERSION = str(host.data.get("kubernetes_version", DEFAULTS.kubernetes_version))
 APT_UPDATE = str(host.data.get("apt_update", "false")).lower() == "true"
 
 KUBELET_UNIT = """[Unit]

@@ -84,8 +84,13 @@ class ControllerProcess:
         return [
             line
             for line in self.lines()
-            if line.get("msg") == "reconcile" and (config is None or line["config"] == config)
+            if line.get("event") == "reconcile" and (config is None or line["config"] == config)
         ]
+
+    def last(self, config: str, result: str | None = None) -> Obj | None:
+        """The latest reconcile line of ``config`` (of that ``result``, if given), or None."""
+        lines = [r for r in self.reconciles(config) if result is None or r["result"] == result]
+        return lines[-1] if lines else None
 
     def metrics(self) -> str:
         import urllib.request

@@ -1,4 +1,5 @@
-"""Shared helpers for the render tests: the real cloud-init validator and userdata readers.
+"""Shared helpers for the render tests: the real cloud-init validator, userdata readers and
+the golden bundle's documents (``base_docs``, ``find``) that tests mutate case by case.
 
 ``assert_valid_cloud_config`` runs Debian's ``cloud-init schema --config-file`` (the real
 validator, not a re-implementation) on every rendered cloud-config. It is slow-ish (~0.8 s a
@@ -11,6 +12,7 @@ node.
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
 import hashlib
 import json
@@ -27,6 +29,7 @@ import yaml
 DATA = Path(__file__).resolve().parent / "data" / "render"
 GOLDEN = DATA / "golden"
 CA_SECRETS = DATA / "ca-secrets.yaml"
+BASE = DATA / "v1beta1-v1beta4" / "bundle.yaml"
 FIXED_NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 
 GENERATIONS = ("v1alpha1", "v1beta1", "v1beta2")
@@ -37,6 +40,7 @@ ROLE_MACHINES = {
     "worker-join": "md-0",
 }
 KUBE_VERSIONS = {"v1beta2": "v1.20.2", "v1beta3": "v1.30.6", "v1beta4": "v1.31.4"}
+INITIALIZED = {"conditions": [{"type": "ControlPlaneInitialized", "status": "True"}]}
 
 # cloud-init modules' top-level keys nodesmith may write (plus a few users commonly add).
 CLOUD_CONFIG_KEYS = frozenset(
@@ -101,6 +105,26 @@ def assert_all_valid(texts: list[str | bytes]) -> list[dict[str, Any]]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(cloud_init_schema, texts))  # warm the cache in parallel
     return [assert_valid_cloud_config(t) for t in texts]
+
+
+def base_docs(ca: bool = True, initialized: bool = True) -> list[dict[str, Any]]:
+    """The golden bundle; its Cluster initialized unless asked otherwise, so that md-0 and
+    cp-1 join (they would wait for the control plane) and cp-0 joins as a control plane."""
+    docs = [d for d in yaml.safe_load_all(BASE.read_text()) if d]
+    if initialized:
+        find(docs, "Cluster", "alpha")["status"] = copy.deepcopy(INITIALIZED)
+    if ca:
+        docs += [d for d in yaml.safe_load_all(CA_SECRETS.read_text()) if d]
+    return docs
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str, ns: str = "prod") -> dict[str, Any]:
+    """The document of ``kind`` named ``ns/name`` (to mutate in place)."""
+    for d in docs:
+        meta = d["metadata"]
+        if d["kind"] == kind and meta["name"] == name and meta.get("namespace") == ns:
+            return d
+    raise KeyError((kind, ns, name))
 
 
 def files_by_path(cloud_config: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""The house rules of ``bootstrap/``, checked on the source: one room per concern, the engine
-never imports the command line, no import cycles, and ``nodesmith --version`` stays light."""
+"""The house rules of ``bootstrap/``, checked on the source: one room per concern, rooms in
+layers (render < serve, controller < vm < cli), no import cycles, and ``nodesmith --version``
+stays light."""
 
 from __future__ import annotations
 
@@ -45,6 +46,33 @@ def test_the_engine_never_imports_the_command_line() -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+# A room imports only rooms of a lower layer (and the small shared helpers at the top, which
+# import no room): data flows one way, parse -> render -> write/serve/apply.
+LAYERS = {
+    "render": 1, "kubernetes": 1, "image": 1,  # the engines: none knows another
+    "serve": 2, "controller": 2,  # drivers of render, side by side
+    "vm": 3,  # boots what image builds, with what render, kubernetes and controller give
+    "cli": 4,
+}  # fmt: skip
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def test_rooms_import_only_lower_layers() -> None:
+    offenders: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        room = _room(name)
+        rank = LAYERS[room] if room else 0
+        for imported in _imports(path, False):
+            other = _room(imported)
+            if other is not None and other != room and LAYERS[other] >= rank:
+                offenders.setdefault(name, []).append(imported)
+    assert offenders == {}
+
+
 def test_no_import_cycles() -> None:
     graph = {
         name: {i for i in _imports(path, True) if i in MODULES and i != name}
@@ -76,8 +104,8 @@ def test_every_concern_is_a_subpackage() -> None:
     assert rooms == ["cli", "controller", "image", "kubernetes", "render", "serve", "vm"]
     loose = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
     # Only small helpers shared by several rooms stay at the top.
-    assert loose == ["checksums", "errors", "fsutil", "hostutil", "manifest", "progress",
-                     "resources"]  # fmt: skip
+    assert loose == ["aptsources", "checksums", "errors", "fsutil", "hostutil", "log",
+                     "manifest", "progress", "resources", "seed", "sshkeys"]  # fmt: skip
 
 
 def test_version_imports_nothing_heavy() -> None:

@@ -92,11 +92,11 @@ def _run(args: argparse.Namespace) -> int:
         report_tls=tls,
         report_ca=report_ca,
     )
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format='{"ts": "%(asctime)s", "level": "%(levelname)s", "msg": "%(message)s"}',
-    )
+    from bootstrap.log import JsonFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(event="controller"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     for noisy in ("httpx", "httpx2", "httpcore"):  # one line per request: not ours to log
         logging.getLogger(noisy).setLevel(logging.WARNING)
     controller = Controller(options)

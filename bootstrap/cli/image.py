@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from bootstrap.errors import UsageError
 from bootstrap.fsutil import default_cache_dir
 from bootstrap.image import definition as d
+from bootstrap.image.defaults import DEFAULTS
 from bootstrap.progress import Progress
 
 KEY_ENV = "NODESMITH_SSH_PRIVATE_KEY"
@@ -75,12 +76,14 @@ def register(subparsers: Any) -> None:
 def options_from(args: argparse.Namespace, defn: d.Definition) -> d.Options:
     dflt = defn.defaults
     version = d.check_version(
-        args.kubernetes_version or str(dflt.get("kubernetes_version", "v1.31.4"))
+        args.kubernetes_version or str(dflt.get("kubernetes_version", DEFAULTS.kubernetes_version))
     )
     source = d.parse_kubernetes_source(
-        args.kubernetes_source or str(dflt.get("kubernetes_source", "none"))
+        args.kubernetes_source or str(dflt.get("kubernetes_source", DEFAULTS.kubernetes_source))
     )
-    formats = d.parse_formats(getattr(args, "formats", None) or dflt.get("formats", ["qcow2"]))
+    formats = d.parse_formats(
+        getattr(args, "formats", None) or dflt.get("formats", list(DEFAULTS.formats))
+    )
     output = Path(getattr(args, "output", None) or Path("output") / defn.name)
     return d.Options(
         kubernetes_version=version,
@@ -89,17 +92,19 @@ def options_from(args: argparse.Namespace, defn: d.Definition) -> d.Options:
             getattr(args, "runtime", None),
             d.RUNTIMES,
             "--runtime",
-            str(dflt.get("runtime", "containerd")),
+            str(dflt.get("runtime", DEFAULTS.runtime)),
         ),
         oci_runtime=d.choose(
-            args.oci_runtime, d.OCI_RUNTIMES, "--oci-runtime", str(dflt.get("oci_runtime", "runc"))
+            args.oci_runtime,
+            d.OCI_RUNTIMES,
+            "--oci-runtime",
+            str(dflt.get("oci_runtime", DEFAULTS.oci_runtime)),
         ),
         formats=formats,
-        builder=d.choose(getattr(args, "builder", None), d.BUILDERS, "--builder", "chroot"),
+        builder=d.choose(getattr(args, "builder", None), d.BUILDERS, "--builder", DEFAULTS.builder),
         output=output,
         mirror=getattr(args, "mirror", None),
-        sandbox_image=args.sandbox_image
-        or str(dflt.get("sandbox_image", "registry.k8s.io/pause:3.10")),
+        sandbox_image=args.sandbox_image or str(dflt.get("sandbox_image", DEFAULTS.sandbox_image)),
         cache_dir=default_cache_dir(),
         work_parent=Path("/var/tmp"),
         preload_images=Path(args.preload_images).resolve() if args.preload_images else None,

@@ -7,9 +7,9 @@ from typing import Any
 
 from bootstrap.cli.common import add_policy_arguments, policy_options
 from bootstrap.errors import UsageError, bad_usage
+from bootstrap.log import log_event as _log
 from bootstrap.serve.app import DEFAULT_MAX_BODY
 from bootstrap.serve.auth import TokenStore
-from bootstrap.serve.log import log_event as _log
 from bootstrap.serve.server import (
     ServeConfig,
     bind,

@@ -71,7 +71,7 @@ def add_boot_arguments(p: argparse.ArgumentParser, image_required: bool = True) 
 def render_for(args: argparse.Namespace) -> tuple[str, str, bytes, dict[str, Any]]:
     """Render the Machine: returns (namespace/name, vm name, userdata, machine object)."""
     from bootstrap.manifest import load_manifest
-    from bootstrap.render import RenderOptions, render_machine
+    from bootstrap.render import RenderOptions, render_one
     from bootstrap.render.loader import load_paths
 
     if not args.files or not args.machine:
@@ -87,7 +87,7 @@ def render_for(args: argparse.Namespace) -> tuple[str, str, bytes, dict[str, Any
         unsafe_skip_ca_verification=args.unsafe_skip_ca_verification,
         image_manifest=load_manifest(manifest_path) if manifest_path else None,
     )
-    result = render_machine(objects, args.machine, options)
+    result = render_one(objects, args.machine, options)
     for warning in result.warnings:
         print(f"nodesmith: warning: {warning}", file=sys.stderr)
     namespace, _, name = result.machine.rpartition("/")

@@ -5,17 +5,17 @@ change queues its ``spec.bootstrap.configRef``; a Cluster's change queues the co
 Machines; a Secret's arrival queues the configs that were waiting for it (recorded when their
 reconcile ended waiting). Status-only updates of a config (our own writes) queue nothing.
 
-Each reconcile logs one JSON line (config, result, reason, milliseconds, writes): never a
-token, key or userdata, since none of them is ever put in an outcome.
+Each reconcile logs one JSON line (``bootstrap.log``'s schema, event ``reconcile``: config,
+result, reason, milliseconds, writes, and ``requeue``: in how many seconds the config will be
+looked at again without an event, null for never): never a token, key or userdata, since none
+of them is ever put in an outcome.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,10 +26,13 @@ from typing import Any
 from bootstrap.controller import kube
 from bootstrap.controller.informer import Informer, Key, key_of
 from bootstrap.controller.leader import LeaderElector
-from bootstrap.controller.metrics import Metrics
+from bootstrap.controller.metrics import Live, Metrics
 from bootstrap.controller.reconcile import Caches, Outcome, Reconciler, Settings
 from bootstrap.controller.reports import Credentials, ReportServer, load_key
 from bootstrap.controller.workqueue import WorkQueue
+from bootstrap.errors import NodesmithError
+from bootstrap.log import log_event
+from bootstrap.render.objects import Machine, parse_machine, parse_stored
 
 log = logging.getLogger("nodesmith.controller")
 
@@ -62,15 +65,26 @@ class Options:
     report_tls: tuple[str, str] | None = None  # (certificate, key) files
 
 
+def _machine(doc: Obj) -> Machine | None:
+    """The Machine as the reconcile reads it; a malformed one maps to nothing (its config's
+    own reconcile says what is wrong with it)."""
+    try:
+        return parse_machine(doc)
+    except NodesmithError:
+        return None
+
+
 def _generation_same(new: Obj, old: Obj | None) -> bool:
+    """True when only the status changed (our own write, or a node's report): the spec's
+    generation, labels, annotations and owners are what a reconcile judges."""
     if old is None:
         return False
-    n, o = new.get("metadata") or {}, old.get("metadata") or {}
-    return (
-        n.get("generation") == o.get("generation")
-        and n.get("labels") == o.get("labels")
-        and n.get("annotations") == o.get("annotations")
-        and n.get("ownerReferences") == o.get("ownerReferences")
+    n, o = parse_stored(new), parse_stored(old)
+    return (n.generation, n.labels, n.annotations, n.owners) == (
+        o.generation,
+        o.labels,
+        o.annotations,
+        o.owners,
     )
 
 
@@ -90,12 +104,13 @@ class Controller:
         self._elector_stop = threading.Event()  # renewals go on while the workers drain
         self._waiting: dict[Key, set[Key]] = {}  # Secret -> configs waiting for it
         self._waiting_lock = threading.Lock()
-        caches = Caches(
-            configs=Informer(client, kube.KubeadmConfig, self._on_config, "kubeadmconfigs"),
-            machines=Informer(client, kube.Machine, self._on_machine, "machines"),
-            clusters=Informer(client, kube.Cluster, self._on_cluster, "clusters"),
-            secrets=Informer(client, kube.Secret, self._on_secret, "secrets"),
-        )
+        self.informers = {
+            "configs": Informer(client, kube.KubeadmConfig, self._on_config, "kubeadmconfigs"),
+            "machines": Informer(client, kube.Machine, self._on_machine, "machines"),
+            "clusters": Informer(client, kube.Cluster, self._on_cluster, "clusters"),
+            "secrets": Informer(client, kube.Secret, self._on_secret, "secrets"),
+        }
+        caches = Caches(**self.informers)
         self.caches = caches
         self.reconciler = Reconciler(
             self.api,
@@ -107,7 +122,14 @@ class Controller:
                 report_ca=options.report_ca,
             ),
         )
-        self.metrics = Metrics(self)
+        self.metrics = Metrics(
+            Live(
+                management=self.api,
+                workloads=lambda: list(self.reconciler.workloads.writes),
+                queue_depth=lambda: len(self.queue),
+                leading=lambda: self.elector.leading.is_set(),
+            )
+        )
         identity = options.identity or f"{socket.gethostname()}_{os.getpid()}"
         # its own connection, timing out within the renew deadline: a hung renewal must not
         # outlive the leadership it is renewing
@@ -135,28 +157,32 @@ class Controller:
         self.queue.add(key_of(obj))
 
     def _on_machine(self, kind: str, obj: Obj, old: Obj | None) -> None:
-        ref = ((obj.get("spec") or {}).get("bootstrap") or {}).get("configRef") or {}
-        if ref.get("kind") == "KubeadmConfig" and ref.get("name"):
-            key = ((obj.get("metadata") or {}).get("namespace", ""), str(ref["name"]))
+        machine = _machine(obj)
+        ref = machine.config_ref if machine is not None else None
+        if machine is not None and ref is not None and ref.kind == "KubeadmConfig":
+            key = (machine.ref.namespace, ref.name)
             self.reconciler.mark_inputs_changed(key)
             self.queue.add(key)
 
     def _on_cluster(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        """Queue the configs of the Cluster's Machines: those naming it by ``spec.clusterName``
+        or by the ``cluster.x-k8s.io/cluster-name`` label, as the reconcile reads them."""
         namespace, name = key_of(obj)
-        for machine in self.caches.machines.items():
-            meta = machine.get("metadata") or {}
+        for doc in self.caches.machines.items():
+            machine = _machine(doc)
             if (
-                meta.get("namespace") == namespace
-                and (machine.get("spec") or {}).get("clusterName") == name
+                machine is not None
+                and machine.ref.namespace == namespace
+                and machine.cluster_name == name
             ):
-                self._on_machine(kind, machine, None)
+                self._on_machine(kind, doc, None)
 
     def _on_secret(self, kind: str, obj: Obj, old: Obj | None) -> None:
         if kind == "DELETED":  # a config's data Secret gone: write it again
             namespace = key_of(obj)[0]
-            for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-                if ref.get("kind") == "KubeadmConfig" and ref.get("controller"):
-                    self.queue.add((namespace, str(ref.get("name"))))
+            owner = parse_stored(obj).controller_of_kind("KubeadmConfig")
+            if owner is not None:
+                self.queue.add((namespace, owner))
             return
         with self._waiting_lock:
             waiting = self._waiting.pop(key_of(obj), set())
@@ -164,9 +190,18 @@ class Controller:
             self.reconciler.mark_inputs_changed(key)
             self.queue.add(key)
 
+    def _find_machine(self, namespace: str, name: str) -> Obj | None:
+        """A Machine from the cache, or the API (a standby replica has no caches)."""
+        return self.caches.machines.get(namespace, name) or self.api.get(
+            kube.Machine, name, namespace
+        )
+
     # ------------------------------------------------------------------ workers
 
-    def _schedule(self, key: Key, outcome: Outcome) -> None:
+    def _schedule(self, key: Key, outcome: Outcome) -> float | None:
+        """Queue ``key`` again as ``outcome`` asks; returns in how many seconds it will be
+        looked at again without any event (0: at once), or None: only an event brings it back.
+        """
         if outcome.waiting_on:
             with self._waiting_lock:
                 for secret in outcome.waiting_on:
@@ -175,13 +210,13 @@ class Controller:
             if any(self.caches.secrets.get(*secret) is not None for secret in outcome.waiting_on):
                 self.reconciler.mark_inputs_changed(key)
                 self.queue.add(key)
-                return
+                return 0.0
         if outcome.backoff:
-            self.queue.retry(key)
-            return
+            return self.queue.retry(key)
         self.queue.forget(key)
         if outcome.requeue_after is not None:
             self.queue.add_after(key, outcome.requeue_after)
+        return outcome.requeue_after
 
     def _work(self) -> None:
         while not self.stop.is_set():
@@ -201,17 +236,16 @@ class Controller:
             seconds = time.monotonic() - started
             writes = kube.thread_writes() - before
             self.metrics.observe(outcome, seconds)
-            self._schedule(key, outcome)
-            line = {
-                "ts": round(time.time(), 3),
-                "msg": "reconcile",
-                "config": f"{key[0]}/{key[1]}",
-                "result": outcome.result,
-                "reason": outcome.reason,
-                "ms": round(seconds * 1000, 1),
-                "writes": writes,
-            }
-            print(json.dumps(line), file=sys.stderr, flush=True)
+            requeue = self._schedule(key, outcome)
+            log_event(
+                "reconcile",
+                config=f"{key[0]}/{key[1]}",
+                result=outcome.result,
+                reason=outcome.reason,
+                ms=round(seconds * 1000, 1),
+                writes=writes,
+                requeue=requeue,  # seconds until it is looked at again unasked; None: never
+            )
 
     # ------------------------------------------------------------------ run
 
@@ -224,7 +258,7 @@ class Controller:
             credentials = Credentials(key)
             self.reconciler.settings.credentials = credentials
             if self.options.report_port:
-                ReportServer(self, credentials).serve(
+                ReportServer(self.api, self._find_machine, credentials).serve(
                     self.options.report_host, self.options.report_port, self.options.report_tls
                 )
         if self.options.leader_elect:
@@ -236,14 +270,10 @@ class Controller:
             if self.stop.is_set():
                 self._elector_stop.set()
                 return 0
-        for informer in (
-            self.caches.clusters,
-            self.caches.machines,
-            self.caches.secrets,
-            self.caches.configs,
-        ):
-            informer.start()
-        for informer in (self.caches.clusters, self.caches.machines, self.caches.secrets):
+        order = ("clusters", "machines", "secrets", "configs")  # configs last: inputs first
+        for name in order:
+            self.informers[name].start()
+        for informer in (self.informers[name] for name in order[:3]):
             while not informer.synced.wait(0.2):
                 if self.stop.is_set():
                     return 0

@@ -7,7 +7,8 @@ replica leads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -15,40 +16,50 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from bootstrap.controller.manager import Controller
+    from bootstrap.controller.kube import Api
     from bootstrap.controller.reconcile import Outcome
 
 
+@dataclass(frozen=True)
+class Live:
+    """What the metrics read at scrape time, and nothing more of the controller."""
+
+    management: Api  # the management cluster's client, its writes counted
+    workloads: Callable[[], list[Api]]  # every workload cluster client made so far
+    queue_depth: Callable[[], int]
+    leading: Callable[[], bool]
+
+
 class _Live(Collector):
-    def __init__(self, controller: Controller) -> None:
-        self.controller = controller
+    def __init__(self, live: Live) -> None:
+        self.live = live
 
     def collect(self) -> Iterator[Any]:
-        c = self.controller
+        live = self.live
         writes = CounterMetricFamily(
             "nodesmith_controller_api_writes",
             "API writes made, by verb and resource",
             labels=["cluster", "verb", "resource"],
         )
-        for (verb, resource), n in sorted(c.api.writes.items()):
+        for (verb, resource), n in sorted(live.management.writes.items()):
             writes.add_metric(["management", verb, resource], n)
         totals: dict[tuple[str, str], int] = {}
-        for api in list(c.reconciler.workloads.writes):
+        for api in live.workloads():
             for k, n in api.writes.items():
                 totals[k] = totals.get(k, 0) + n
         for (verb, resource), n in sorted(totals.items()):
             writes.add_metric(["workload", verb, resource], n)
         yield writes
         depth = GaugeMetricFamily("nodesmith_controller_queue_depth", "Keys queued or delayed")
-        depth.add_metric([], len(c.queue))
+        depth.add_metric([], live.queue_depth())
         yield depth
         leader = GaugeMetricFamily("nodesmith_controller_leader", "1 while this replica leads")
-        leader.add_metric([], 1 if c.elector.leading.is_set() else 0)
+        leader.add_metric([], 1 if live.leading() else 0)
         yield leader
 
 
 class Metrics:
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, live: Live) -> None:
         self.registry = CollectorRegistry()
         self.reconciles = Counter(
             "nodesmith_controller_reconciles",
@@ -62,7 +73,7 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
-        self.registry.register(_Live(controller))
+        self.registry.register(_Live(live))
 
     def observe(self, outcome: Outcome, seconds: float) -> None:
         self.reconciles.labels(outcome.result, outcome.reason).inc()

@@ -28,21 +28,20 @@ import json
 import logging
 import re
 import secrets
-import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx2
 from lightkube import ApiError
 
 from bootstrap.controller import kube, status
-from bootstrap.errors import show_value
-
-if TYPE_CHECKING:
-    from bootstrap.controller.manager import Controller
+from bootstrap.errors import NodesmithError, show_value
+from bootstrap.log import log_event
+from bootstrap.render.objects import parse_machine, parse_stored
 
 log = logging.getLogger("nodesmith.controller")
 
@@ -180,11 +179,26 @@ def report_status(config: Obj, report: Obj) -> Obj:
     return desired
 
 
+def _config_name(machine: Obj) -> str:
+    """The KubeadmConfig a Machine names ('' for none, or a Machine nodesmith cannot read)."""
+    try:
+        ref = parse_machine(machine).config_ref
+    except NodesmithError:
+        return ""
+    return ref.name if ref is not None and ref.kind == "KubeadmConfig" else ""
+
+
 class ReportServer:
     """The HTTP endpoint, served by a thread of the controller."""
 
-    def __init__(self, controller: Controller, credentials: Credentials) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        api: kube.Api,
+        find_machine: Callable[[str, str], Obj | None],
+        credentials: Credentials,
+    ) -> None:
+        self.api = api  # the management cluster, where reports are recorded
+        self.find_machine = find_machine  # (namespace, name) -> the Machine, or None
         self.credentials = credentials
 
     def record(self, namespace: str, machine: str, credential: str, body: bytes) -> None:
@@ -192,15 +206,13 @@ class ReportServer:
         report = parse_report(body)
         # any replica records it (a standby has no caches: it reads the Machine); the status
         # write is guarded by the config's resourceVersion, so replicas cannot clobber a write
-        found = self.controller.caches.machines.get(namespace, machine) or self.controller.api.get(
-            kube.Machine, machine, namespace
-        )
+        found = self.find_machine(namespace, machine)
         if found is None:
             raise Refused(404, f"no Machine {namespace}/{machine}")
-        ref = ((found.get("spec") or {}).get("bootstrap") or {}).get("configRef") or {}
-        api = self.controller.api
+        config_name = _config_name(found)
+        api = self.api
         for _ in range(3):  # optimistic concurrency: the reconciler may write in between
-            config = api.get(kube.KubeadmConfig, str(ref.get("name", "")), namespace)
+            config = api.get(kube.KubeadmConfig, config_name, namespace) if config_name else None
             if config is None:
                 raise Refused(404, f"Machine {namespace}/{machine} has no KubeadmConfig")
             if final_recorded(config):
@@ -208,11 +220,11 @@ class ReportServer:
             desired = report_status(config, report)
             if not status.changed(dict(config.get("status") or {}), desired):
                 return
-            version = (config.get("metadata") or {}).get("resourceVersion")
+            version = parse_stored(config).resource_version
             try:
                 api.merge_patch(
                     kube.KubeadmConfig,
-                    str(ref["name"]),
+                    config_name,
                     namespace,
                     {"metadata": {"resourceVersion": version}, "status": desired},
                     status=True,
@@ -287,13 +299,11 @@ def _handler(endpoint: ReportServer) -> type[BaseHTTPRequestHandler]:
                 log.exception("report handling failed")
                 code, message = 500, f"internal error: {type(exc).__name__}"
             self._reply(code, message)
-            line = {
-                "ts": round(time.time(), 3),
-                "msg": "report",
-                "machine": f"{parts[2]}/{machine}" if machine else "",
-                "code": code,
-                "ms": round((time.monotonic() - started) * 1000, 1),
-            }
-            print(json.dumps(line), file=sys.stderr, flush=True)
+            log_event(
+                "report",
+                machine=f"{parts[2]}/{machine}" if machine else "",
+                code=code,
+                ms=round((time.monotonic() - started) * 1000, 1),
+            )
 
     return Handler

@@ -11,12 +11,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from bootstrap.errors import NodesmithError, TransientError
 from bootstrap.render.tokens import rfc3339
 
 DATA_SECRET_AVAILABLE = "DataSecretAvailable"
 CERTIFICATES_AVAILABLE = "CertificatesAvailable"
 BOOTSTRAP_SUCCEEDED = "BootstrapSucceeded"
 READY = "Ready"
+# Reasons that say the CAs are what is missing or wrong (CertificatesAvailable, not DataSecret...)
+CERTIFICATE_REASONS = ("InvalidSecret", "CANotFound", "WaitingForCertificates")
 
 Obj = dict[str, Any]
 
@@ -92,3 +95,33 @@ def condition_of(status: Obj, type_: str) -> Obj | None:
         if isinstance(c, dict) and c.get("type") == type_:
             return c
     return None
+
+
+def ready(current: Obj, generation: int | None, data_secret: str) -> Obj:
+    """The status of a config whose data Secret ``data_secret`` is written."""
+    desired: Obj = {
+        "observedGeneration": generation,
+        "ready": True,
+        "dataSecretName": data_secret,
+        "failureReason": None,
+        "failureMessage": None,
+    }
+    updates = [condition(DATA_SECRET_AVAILABLE, True), condition(CERTIFICATES_AVAILABLE, True)]
+    desired["conditions"] = merge_conditions(current.get("conditions") or [], updates)
+    return desired
+
+
+def not_ready(current: Obj, generation: int | None, error: NodesmithError) -> Obj:
+    """The status of a config that failed (terminal: ``failureReason``/``failureMessage`` and
+    a False condition of severity Error) or waits (transient: a False condition, Info)."""
+    terminal = not isinstance(error, TransientError)
+    message = str(error)
+    desired: Obj = {
+        "observedGeneration": generation,
+        "failureReason": error.reason if terminal else None,
+        "failureMessage": message if terminal else None,
+    }
+    kind = CERTIFICATES_AVAILABLE if error.reason in CERTIFICATE_REASONS else DATA_SECRET_AVAILABLE
+    update = condition(kind, False, error.reason, message, terminal)
+    desired["conditions"] = merge_conditions(current.get("conditions") or [], [update])
+    return desired

@@ -11,8 +11,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bootstrap import aptsources
 from bootstrap.checksums import sha256_file
-from bootstrap.image import artifacts, disk, kubernetes, preload, rootfs, sources
+from bootstrap.image import artifacts, disk, kubernetes, preload, rootfs
 from bootstrap.image.definition import Definition, Options
 from bootstrap.image.roles import ROLE_ORDER, apply_chroot, role_files
 from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_output
@@ -124,7 +125,7 @@ def build(
     """
     output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
-    apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
+    apt_sources = aptsources.sources_for(defn.suite, defn.components, opts.mirror)
     with StagedBuild(f"image-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
         progress = staged.progress
         progress.say(f"building {defn.name} -> {output} (log: {staged.log_path})")

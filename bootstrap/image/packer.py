@@ -20,9 +20,10 @@ from pathlib import Path
 
 from packerpy import PackerExecutable
 
+from bootstrap import aptsources, sshkeys
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.hostutil import free_port
-from bootstrap.image import artifacts, diskfs, sources
+from bootstrap.image import artifacts, diskfs
 from bootstrap.image.build import build as chroot_build
 from bootstrap.image.build import check_inputs, inputs_hash, make_manifest
 from bootstrap.image.definition import Definition, KubernetesSource, Options
@@ -30,8 +31,7 @@ from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_outp
 from bootstrap.manifest import load_manifest
 from bootstrap.progress import Progress
 from bootstrap.resources import data_dir
-from bootstrap.vm import sshkeys
-from bootstrap.vm.seed import build_seed_iso
+from bootstrap.seed import build_seed_iso
 
 PACKER = "/usr/bin/packer"
 
@@ -147,7 +147,7 @@ def build_with_packer(
         raise UsageError("--format box is built by the chroot builder only")
     output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
-    apt_sources = sources.sources_for(defn.suite, defn.components, opts.mirror)
+    apt_sources = aptsources.sources_for(defn.suite, defn.components, opts.mirror)
     config = data_dir("images")
     with StagedBuild(f"packer-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
         progress = staged.progress

@@ -14,8 +14,8 @@ import shlex
 import time
 from pathlib import Path
 
+from bootstrap.aptsources import sources_hash
 from bootstrap.image.definition import Definition
-from bootstrap.image.sources import sources_hash
 from bootstrap.progress import Progress
 
 DEFAULT_MAX_AGE = 86400

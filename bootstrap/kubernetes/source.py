@@ -12,8 +12,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from bootstrap.aptsources import sources_for
 from bootstrap.errors import TerminalError
-from bootstrap.image.sources import sources_for
 from bootstrap.progress import Progress
 
 PACKAGE = "kubernetes"

@@ -1,19 +1,78 @@
-"""Render several Machines of one bundle as a coherent cluster.
+"""The command line's driver: render one Machine, or several of one bundle as a cluster.
+
+:func:`render_one` is what ``nodesmith render``, ``serve`` and the VM tools call: resolve the
+Machine's context, plan, decide (``decide``: role and CAs, under this run's in-memory init
+lock), render. The controller drives the same steps with its ConfigMap lock.
 
 An init control plane generates the cluster CAs when the bundle has none; every join of the
-same run must pin that CA. So inits render first and their generated Secrets join the bundle
-before the joins render. This loop is written once, here: ``render --all`` and
-``local-cluster init`` both call it.
+same run must pin that CA. So :func:`render_all` renders inits first and adds their generated
+Secrets to the bundle before the joins render. This loop is written once, here: ``render
+--all``, ``vm cluster`` and ``local-cluster init`` all call it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from bootstrap.errors import NodesmithError, TransientError
-from bootstrap.render.pipeline import render_machine
+from bootstrap.render.decide import INIT, decide, init_order
+from bootstrap.render.objects import Cluster, Machine
+from bootstrap.render.pipeline import plan_for, render_machine
 from bootstrap.render.resolve import Bundle, resolve
 from bootstrap.render.result import RenderOptions, RenderResult
+
+
+class RunLock:
+    """One run's init lock (:class:`~bootstrap.render.decide.InitLock`), in memory: the first
+    control plane of a cluster to ask holds it, and once its init has rendered the rest of
+    the run joins that init, as a real cluster's Machines join once it is initialized.
+
+    A failed init keeps the lock: the run's other control planes wait for it, not race it.
+    """
+
+    def __init__(self) -> None:
+        self.holders: dict[tuple[str, str], str] = {}
+        self.done: set[tuple[str, str]] = set()  # clusters whose init rendered in this run
+
+    @staticmethod
+    def _key(cluster: Cluster) -> tuple[str, str]:
+        return (cluster.ref.namespace, cluster.name)
+
+    def initialized(self, cluster: Cluster) -> bool:
+        return self._key(cluster) in self.done
+
+    def acquire(self, cluster: Cluster, machine: Machine) -> str:
+        return self.holders.setdefault(self._key(cluster), machine.name)
+
+    def release(self, cluster: Cluster) -> None:
+        self.holders.pop(self._key(cluster), None)
+
+    def init_rendered(self, cluster: Cluster) -> None:
+        self.done.add(self._key(cluster))
+
+
+def render_one(
+    objects: list[dict[str, Any]] | Bundle,
+    machine: str,
+    options: RenderOptions | None = None,
+    lock: RunLock | None = None,
+) -> RenderResult:
+    """Render the bootstrap data of ``machine`` ("NAMESPACE/NAME" or "NAME") from ``objects``.
+
+    parse (``Bundle``) -> resolve the Machine's context -> plan -> decide -> render. Raises
+    ``MachineNotFound``, ``TerminalError`` (the input is wrong) or ``TransientError``
+    (something it needs has not appeared yet).
+    """
+    options = options or RenderOptions()
+    lock = lock if lock is not None else RunLock()
+    bundle = objects if isinstance(objects, Bundle) else Bundle(objects)
+    ctx = resolve(bundle, machine)
+    plan = plan_for(ctx, options)
+    result = render_machine(plan, decide(ctx, lock, options.clock()))
+    if result.role == INIT:  # the rest of the run joins this init
+        lock.init_rendered(ctx.cluster)
+    return result
 
 
 @dataclass
@@ -32,38 +91,18 @@ class BatchResult:
         return next(terminal, self.failures[-1])
 
 
-def init_order(bundle: Bundle, name: str) -> int:
-    """Who asks for the init lock first: 0 for a control plane whose config is written for
-    init (an init or cluster configuration, no ``joinConfiguration.controlPlane``), 1 for the
-    other control planes, 2 for workers and Machines that will fail anyway.
-
-    CABPK's lock goes to whichever Machine reconciles first; a run picks the one its author
-    wrote for init, so the other control planes join it instead of waiting.
-    """
-    try:
-        ctx = resolve(bundle, name)
-    except NodesmithError:
-        return 2
-    if not ctx.machine.control_plane:
-        return 2
-    spec = ctx.config.spec
-    wrote_init = spec.init_configuration is not None or spec.cluster_configuration is not None
-    asks_join = (spec.join_configuration or {}).get("controlPlane") is not None
-    return 0 if wrote_init and not asks_join else 1
-
-
 def render_all(bundle: Bundle, names: list[str], options: RenderOptions) -> BatchResult:
     """Render ``names`` from ``bundle``, init candidates first; generated CAs join ``bundle``.
 
-    One init per cluster (``pipeline.role_of``): the first control plane of a cluster that is
-    not initialized inits, later control planes join it, workers join after it.
+    One init per cluster (``decide.role``): the first control plane of a cluster that is not
+    initialized inits, later control planes join it, workers join after it.
 
     Every Machine is attempted, so one run reports every broken Machine, not just the first.
     """
-    batch = BatchResult()
+    batch, lock = BatchResult(), RunLock()
     for name in sorted(names, key=lambda n: init_order(bundle, n)):
         try:
-            result = render_machine(bundle, name, options)
+            result = render_one(bundle, name, options, lock)
         except NodesmithError as exc:
             batch.failures.append(exc)
             continue

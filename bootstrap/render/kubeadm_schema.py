@@ -5,8 +5,9 @@ API version (``extraArgs`` as a map in v1beta4, ``timeoutForControlPlane`` in v1
 on the node, minutes after boot, where nobody sees it. We check every generated document
 before rendering instead and fail terminally, naming the full path and the API version.
 
-The field lists are data beside the code (``bootstrap/schemas/<group>_<version>.json``), taken
-from the upstream Go types (each file names its source). A field spec is Go-like:
+The field lists are data beside the code (``bootstrap/render/schemas/<group>_<version>.json``,
+e.g. ``kubeadm.k8s.io_v1beta4.json``), taken from the upstream Go types (each file's ``source``
+names them). A field spec is Go-like:
 ``string``, ``bool``, ``int``, ``number``, ``duration``/``time`` (strings on the wire),
 ``object`` (any mapping, contents not checked), ``any``, ``[]T``, ``map[string]T`` or the
 name of a struct in the same file. ``null`` is accepted anywhere, as Go's decoder does
@@ -24,8 +25,6 @@ from typing import Any
 from bootstrap.errors import ObjectRef, TerminalError, invalid, kind_of, may_be_secret, show_value
 
 _SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-
-# Fields whose values are secrets: type errors never echo their value.
 
 _STRUCT, _LIST, _MAP, _SCALAR, _OBJECT, _ANY = range(6)
 

@@ -37,6 +37,8 @@ LEGACY_CLUSTER_NAME_LABEL = "cluster.k8s.io/cluster-name"
 # CABPK's IsControlPlaneMachine: the label's presence, whatever its value.
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 CONTROL_PLANE_INITIALIZED = "ControlPlaneInitialized"
+# Cluster API's pause: on the Cluster (or the object itself) every controller stands still.
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 
 CLUSTER_VERSIONS = {f"{CAPI_GROUP}/v1beta1", f"{CAPI_GROUP}/v1beta2", f"{LEGACY_GROUP}/v1alpha1"}
 CONFIG_VERSIONS = {f"{BOOTSTRAP_GROUP}/v1beta1", f"{BOOTSTRAP_GROUP}/v1beta2"}
@@ -103,6 +105,7 @@ class _Endpoint(_Strict):
 class _ClusterSpec(_Strict):
     cluster_network: _ClusterNetwork | None = Field(default=None, alias="clusterNetwork")
     control_plane_endpoint: _Endpoint | None = Field(default=None, alias="controlPlaneEndpoint")
+    paused: bool = False
 
 
 class _Condition(_Strict):
@@ -112,6 +115,7 @@ class _Condition(_Strict):
 
 class _Initialization(_Strict):
     control_plane_initialized: bool = Field(default=False, alias="controlPlaneInitialized")
+    infrastructure_provisioned: bool = Field(default=False, alias="infrastructureProvisioned")
 
 
 class _V1Beta2Status(_Strict):
@@ -123,6 +127,7 @@ class _ClusterStatus(_Strict):
 
     api_endpoints: list[_Endpoint] = Field(default=[], alias="apiEndpoints")  # v1alpha1
     control_plane_initialized: bool = Field(default=False, alias="controlPlaneInitialized")
+    infrastructure_ready: bool = Field(default=False, alias="infrastructureReady")  # v1beta1
     conditions: list[_Condition] = []  # v1beta1 (and v1beta2's metav1 conditions)
     initialization: _Initialization | None = None  # v1beta2
     v1beta2: _V1Beta2Status | None = None  # v1beta1 carrying v1beta2 conditions
@@ -141,6 +146,12 @@ class _ClusterStatus(_Strict):
         if self.control_plane_initialized:
             return "status.controlPlaneInitialized"
         return None
+
+    def provisioned(self) -> bool:
+        """v1beta1's infrastructureReady, v1beta2's initialization.infrastructureProvisioned."""
+        return self.infrastructure_ready or bool(
+            self.initialization and self.initialization.infrastructure_provisioned
+        )
 
 
 class _ClusterDoc(_Strict):
@@ -164,6 +175,16 @@ class Cluster:
     # The status field saying the control plane is initialized (CABPK's
     # ControlPlaneInitialized), or None: not initialized, or a Cluster with no status.
     initialized_by: str | None = None
+    uid: str | None = None
+    infrastructure_ready: bool = (
+        False  # infrastructureReady / initialization.infrastructureProvisioned
+    )
+    paused: bool = False  # spec.paused or the paused annotation
+
+    @property
+    def initialized(self) -> bool:
+        """Cluster API's ControlPlaneInitialized, in whichever API version's words."""
+        return self.initialized_by is not None
 
     @property
     def name(self) -> str:
@@ -235,10 +256,15 @@ class _MachineSpec(_Strict):
     failure_domain: str | None = Field(default=None, alias="failureDomain")
 
 
+class _MachineStatus(_Strict):
+    node_ref: dict[str, Any] | None = Field(default=None, alias="nodeRef")
+
+
 class _MachineDoc(_Strict):
     api_version: str = Field(alias="apiVersion")
     metadata: Metadata
     spec: _MachineSpec
+    status: _MachineStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +282,7 @@ class Machine:
     uid: str | None = None
     control_plane: bool = False  # CABPK's IsControlPlaneMachine
     control_plane_version: str | None = None  # v1alpha1 ``spec.versions.controlPlane``
+    has_node: bool = False  # ``status.nodeRef``: the node joined; its bootstrap token may expire
 
     @property
     def name(self) -> str:
@@ -527,6 +554,9 @@ def parse_cluster(doc: dict[str, Any]) -> Cluster:
         endpoint_field=endpoint_field,
         provider_config=provider_config,
         initialized_by=parsed.status.initialized_by() if parsed.status else None,
+        uid=parsed.metadata.uid,
+        infrastructure_ready=bool(parsed.status and parsed.status.provisioned()),
+        paused=spec.paused or PAUSED_ANNOTATION in parsed.metadata.annotations,
     )
 
 
@@ -581,6 +611,7 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
         uid=meta.uid,
         control_plane=control_plane,
         control_plane_version=control_plane_version,
+        has_node=bool(parsed.status and parsed.status.node_ref),
     )
 
 
@@ -623,3 +654,111 @@ def parse_secret(doc: dict[str, Any]) -> Secret:
     for key, text in (parsed.string_data or {}).items():
         data[key] = text.encode()
     return Secret(ref=ref, data=data, type=parsed.type)
+
+
+# ---------------------------------------------------------------- what a controller reads
+
+
+class _OwnerRef(_Strict):
+    api_version: str = Field(default="", alias="apiVersion")
+    kind: str = ""
+    name: str = ""
+    uid: str | None = None
+    controller: bool | None = None
+
+
+class _Meta(_Strict):
+    name: str = ""
+    namespace: str = ""
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = Field(default=None, alias="resourceVersion")
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owner_references: list[_OwnerRef] = Field(default=[], alias="ownerReferences")
+
+
+class _Status(_Strict):
+    """A KubeadmConfig's status as the controller writes it (v1beta1's words)."""
+
+    ready: bool = False
+    data_secret_name: str | None = Field(default=None, alias="dataSecretName")
+    failure_reason: str | None = Field(default=None, alias="failureReason")
+    observed_generation: int | None = Field(default=None, alias="observedGeneration")
+
+
+class _StoredDoc(_Strict):
+    metadata: _Meta = _Meta()
+    status: _Status = _Status()
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the API server says of a stored object, before (and apart from) its spec.
+
+    A controller needs these facts for objects whose spec it has not validated yet, or never
+    will: who owns a KubeadmConfig (a config owned by no Machine is not ours to judge), which
+    generation its status speaks of, which resourceVersion a write must be guarded by.
+    """
+
+    namespace: str
+    name: str
+    uid: str | None
+    generation: int | None
+    resource_version: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    owners: tuple[_OwnerRef, ...]
+    ready: bool
+    data_secret_name: str | None
+    failure_reason: str | None
+    observed_generation: int | None
+
+    @property
+    def owner_machine(self) -> str | None:
+        """The Machine owning this object (CABPK's ``GetOwnerByRef`` on kind Machine)."""
+        for ref in self.owners:
+            if ref.kind == "Machine" and ref.api_version.startswith(CAPI_GROUP + "/"):
+                return ref.name
+        return None
+
+    def owned_by(self, uid: str | None) -> bool:
+        return uid is not None and any(ref.uid == uid for ref in self.owners)
+
+    def controller_of_kind(self, kind: str) -> str | None:
+        """The name of the object of ``kind`` that is this object's controller, or None."""
+        for ref in self.owners:
+            if ref.kind == kind and ref.controller:
+                return ref.name
+        return None
+
+    @property
+    def paused(self) -> bool:
+        return PAUSED_ANNOTATION in self.annotations
+
+    @property
+    def latched_failure(self) -> bool:
+        """A terminal failure recorded for this very generation: it stays until an input
+        changes (retrying the same input cannot help)."""
+        return bool(self.failure_reason) and self.observed_generation == self.generation
+
+
+def parse_stored(doc: dict[str, Any]) -> Stored:
+    """The :class:`Stored` facts of an object from an API server (malformed ones: terminal)."""
+    ref = _ref_of(doc, str(doc.get("kind") or "object"))
+    parsed: _StoredDoc = _validate(_StoredDoc, doc, ref)
+    meta, status = parsed.metadata, parsed.status
+    return Stored(
+        namespace=meta.namespace or "default",
+        name=meta.name,
+        uid=meta.uid,
+        generation=meta.generation,
+        resource_version=meta.resource_version,
+        labels=dict(meta.labels),
+        annotations=dict(meta.annotations),
+        owners=tuple(meta.owner_references),
+        ready=status.ready,
+        data_secret_name=status.data_secret_name,
+        failure_reason=status.failure_reason,
+        observed_generation=status.observed_generation,
+    )

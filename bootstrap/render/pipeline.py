@@ -1,8 +1,11 @@
-"""The render pipeline for one Machine: resolve -> decide the role -> build -> render.
+"""The render pipeline for one Machine: check -> build each section -> render.
 
-Everything a render needs is computed here in order, and nothing is written: the caller
-decides where the result goes. Raising is the only way out on bad input, so a failed render
-can never leave a partial artifact.
+:func:`plan_for` checks everything about the Machine that does not depend on its role (the
+Kubernetes version, the runtime, the image, the format); :func:`render_machine` builds the
+documents from a :class:`~bootstrap.render.decide.Decision` (the role and the CAs, decided in
+``decide``) and renders them. Nothing here decides a role, takes a lock or looks a CA up, and
+nothing is written: the caller decides where the result goes. Raising is the only way out on
+bad input, so a failed render can never leave a partial artifact.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap import __version__
-from bootstrap.errors import ObjectRef, TerminalError, TransientError, invalid, is_small_number
+from bootstrap.errors import TerminalError, invalid, is_small_number
 from bootstrap.render import ignition, kubeadm, pki
 from bootstrap.render.bootstrap_script import (
     SCRIPT_CONFIG_PATH,
@@ -30,19 +33,15 @@ from bootstrap.render.cloudconfig import (
     user_entry,
     user_files,
 )
+from bootstrap.render.decide import INIT, JOIN_CP, WORKER, Decision
 from bootstrap.render.discovery import discovery_kubeconfig, token_discovery
 from bootstrap.render.external_etcd import external_etcd, external_etcd_files
 from bootstrap.render.kubeadm_schema import check_document, drop_newer_fields
-from bootstrap.render.objects import CONTROL_PLANE_LABEL
-from bootstrap.render.resolve import Bundle, Context, resolve
+from bootstrap.render.resolve import Context
 from bootstrap.render.result import AWS_USERDATA_LIMIT, RenderOptions, RenderResult
 from bootstrap.render.runtime import SOCKETS, RuntimeChoice, check_image, choose_runtime
 from bootstrap.render.templates import render
 from bootstrap.render.versions import KubeVersion, parse_version
-
-INIT = "init-control-plane"
-JOIN_CP = "join-control-plane"
-WORKER = "worker-join"
 
 KUBEADM_INIT_PATH = "/run/kubeadm/kubeadm.yaml"
 KUBEADM_JOIN_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
@@ -52,82 +51,6 @@ RETRY_ANNOTATIONS = {
     "maxBackoff": ("bootstrap.nodesmith.dev/retry-max-backoff", 60, 1, 3600),
     "deadline": ("bootstrap.nodesmith.dev/retry-deadline", 900, 1, 86400),
 }
-
-
-def role_of(ctx: Context) -> str:
-    """init, control-plane join or worker join, decided as CABPK decides it.
-
-    The Machine's ``cluster.x-k8s.io/control-plane`` label (v1alpha1: ``versions.controlPlane``)
-    says what it is; the Cluster's ControlPlaneInitialized state (or an init rendered earlier
-    in this run) says what it does. The spec's shape never decides: a KubeadmControlPlane
-    scale-up config carries a ClusterConfiguration and must join, not start a second cluster.
-
-    - control plane, cluster not initialized: init, for the one Machine holding the run's
-      init lock; the others wait (transient) for that init;
-    - control plane, cluster initialized: control-plane join;
-    - worker: join once the cluster is initialized, wait (transient) until then; a worker
-      asking for ``joinConfiguration.controlPlane`` is wrong (terminal), since it would get
-      every CA private key.
-
-    Example: with ``status.conditions: [{type: ControlPlaneInitialized, status: "True"}]`` on
-    the Cluster, a labelled Machine whose config has only a ClusterConfiguration plans
-    ``join-control-plane``.
-    """
-    machine, cluster, bundle = ctx.machine, ctx.cluster, ctx.bundle
-    key = (cluster.ref.namespace, cluster.name)
-    initialized = cluster.initialized_by is not None or key in bundle.initialized_here
-    if not machine.control_plane:
-        join = ctx.config.spec.join_configuration or {}
-        if join.get("controlPlane") is not None:
-            marker = (
-                "spec.versions.controlPlane"
-                if machine.api_version.startswith("cluster.k8s.io/")
-                else f"label {CONTROL_PLANE_LABEL}"
-            )
-            raise TerminalError(
-                f"is set, but Machine {machine.ref.namespace}/{machine.name} is a worker "
-                f"(no {marker}); a worker never gets the control plane's keys",
-                obj=ctx.config.ref,
-                field="spec.joinConfiguration.controlPlane",
-                reason="WorkerAsksForControlPlane",
-            )
-        if machine.seed and not initialized:
-            # The 2018 API has no initialized state: its actuators joined a worker once the
-            # Cluster reported status.apiEndpoints, which they set when the master answered.
-            if cluster.endpoint_field == "status.apiEndpoints[0]" and cluster.endpoint:
-                return WORKER
-            raise TransientError(
-                "the control plane has not reported an API endpoint yet (cluster.k8s.io/"
-                "v1alpha1 has no initialized state; its apiEndpoints say a master answers); "
-                "a worker joins after it",
-                obj=cluster.ref,
-                field="status.apiEndpoints",
-                reason="WaitingForControlPlaneInitialized",
-                retry_after=30,
-            )
-        if not initialized:
-            raise TransientError(
-                "the control plane is not initialized yet (no ControlPlaneInitialized in its "
-                "status and no init in this run); a worker joins after it",
-                obj=cluster.ref,
-                field="status.conditions",
-                reason="WaitingForControlPlaneInitialized",
-                retry_after=30,
-            )
-        return WORKER
-    if initialized:
-        return JOIN_CP
-    holder = bundle.init_lock.get(key, machine.name)
-    if holder != machine.name:
-        raise TransientError(
-            f"the control plane is not initialized yet and Machine {cluster.ref.namespace}/"
-            f"{holder} holds the init lock; this control plane joins after that init",
-            obj=cluster.ref,
-            field="status.conditions",
-            reason="WaitingForControlPlaneInitialized",
-            retry_after=30,
-        )
-    return INIT
 
 
 def _retry_settings(ctx: Context) -> dict[str, int]:
@@ -151,81 +74,31 @@ def _retry_settings(ctx: Context) -> dict[str, int]:
     return settings
 
 
-def _secret_pair(ctx: Context, kind: str) -> pki.KeyPair | None:
-    name = f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[kind]}"
-    secret = ctx.secret(name)
-    if secret is None:
-        return None
-    cert, key = secret.tls()
-    assert key is not None  # tls() refuses a pair without its key
-    try:
-        return pki.load_pair(cert, key, kind)
-    except ValueError as exc:
-        raise TerminalError(
-            f"is not a usable {kind} key pair: {exc}",
-            obj=secret.ref,
-            field="data",
-            reason="InvalidSecret",
-        ) from None
-
-
-def _control_plane_pki(
-    ctx: Context, role: str, options: RenderOptions, kinds: tuple[str, ...]
-) -> tuple[dict[str, pki.KeyPair], list[dict[str, Any]]]:
-    """The CA pairs of ``kinds`` from their Secrets; an init generates the missing ones."""
-    pairs: dict[str, pki.KeyPair] = {}
-    missing: list[str] = []
-    for kind in kinds:
-        pair = _secret_pair(ctx, kind)
-        if pair is None:
-            missing.append(kind)
-        else:
-            pairs[kind] = pair
-    generated: list[dict[str, Any]] = []
-    if missing and role == JOIN_CP:
-        names = ", ".join(f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[k]}" for k in missing)
-        # The init that creates them may not have happened yet: CABPK requeues too.
-        raise TransientError(
-            f"a control-plane join needs the cluster's CA Secrets; {names} not in the input yet",
-            obj=ctx.machine.ref,
-            reason="CANotFound",
-            retry_after=30,
-        )
-    if missing:
-        fresh = pki.generate_cluster_pki(ctx.cluster.name, options.clock())
-        pairs.update({k: fresh[k] for k in missing})
-        # Only the Secrets that were missing are new (CABPK's LookupOrGenerate, per pair).
-        wanted = {f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[k]}" for k in missing}
-        generated = [
-            s
-            for s in pki.pki_secrets(ctx.cluster.name, ctx.machine.ref.namespace, fresh)
-            if s["metadata"]["name"] in wanted
-        ]
-    return pairs, generated
-
-
 def _file(path: str, content: str, permissions: str) -> dict[str, Any]:
     return {"path": path, "owner": "root:root", "permissions": permissions, "content": content}
 
 
 @dataclass
-class _Plan:
+class Plan:
     """What the builders below decide for one Machine, in the order they decide it."""
 
     ctx: Context
     options: RenderOptions
-    role: str
     builder: kubeadm.Builder
     runtime_socket: str | None
     install: list[str]
     warnings: list[str]
+    decision: Decision = field(default_factory=lambda: Decision(WORKER))  # render_machine
     files: list[dict[str, Any]] = field(default_factory=list)  # PKI first, then the user's
-    generated: list[dict[str, Any]] = field(default_factory=list)
     token_secret: dict[str, Any] | None = None
     redact: list[str] = field(default_factory=list)
     certificates_dir: str = pki.PKI_DIR
     script: dict[str, Any] = field(default_factory=dict)  # the on-node script's config
     ignition: bool = False  # format: ignition (Flatcar): other paths, the bash script
+
+    @property
+    def role(self) -> str:
+        return self.decision.role
 
 
 def certificates_dir(ctx: Context) -> str:
@@ -265,18 +138,17 @@ def seed_control_plane_version(ctx: Context, kubelet: KubeVersion) -> str:
     return str(version)
 
 
-def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
+def kubeadm_documents(plan: Plan) -> tuple[list[dict[str, Any]], str, str]:
     """The kubeadm documents, where they go and the verb: init's Cluster/Init/Kubelet
     configuration, or a join's JoinConfiguration with its discovery resolved.
 
-    Control planes also get their PKI files here (generated CAs go to ``plan.generated``).
+    Control planes also get their PKI files here, from the decision's CAs.
     """
     ctx, spec, b = plan.ctx, plan.ctx.config.spec, plan.builder
     if plan.role in (INIT, JOIN_CP):
+        decision = plan.decision
+        plan.files += pki.pki_files(decision.cas, plan.certificates_dir, decision.kinds)
         etcd = external_etcd(ctx)
-        kinds = tuple(k for k in pki.KINDS if k != "etcd") if etcd else pki.KINDS
-        pairs, plan.generated = _control_plane_pki(ctx, plan.role, plan.options, kinds)
-        plan.files += pki.pki_files(pairs, plan.certificates_dir, kinds)
         if etcd:
             plan.files += external_etcd_files(ctx, etcd)
     if plan.role == INIT:
@@ -321,7 +193,7 @@ def kubeadm_documents(plan: _Plan) -> tuple[list[dict[str, Any]], str, str]:
     return documents, path, verb
 
 
-def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
+def script_config(plan: Plan, path: str, verb: str) -> dict[str, Any]:
     """The on-node script's config: the exact kubeadm command line, the user's commands,
     retry settings and the strings to redact from what it logs."""
     spec = plan.ctx.config.spec
@@ -347,13 +219,13 @@ def script_config(plan: _Plan, path: str, verb: str) -> dict[str, Any]:
     }
 
 
-def kubeadm_path(plan: _Plan, path: str) -> str:
+def kubeadm_path(plan: Plan, path: str) -> str:
     """Where the kubeadm file goes: ``/run/kubeadm`` (cloud-init), ``/etc/kubeadm`` (Ignition
     writes the root before /run is mounted)."""
     return f"{ignition.KUBEADM_DIR}/{posixpath.basename(path)}" if plan.ignition else path
 
 
-def write_files(plan: _Plan, documents: list[dict[str, Any]], path: str, verb: str) -> list[Any]:
+def write_files(plan: Plan, documents: list[dict[str, Any]], path: str, verb: str) -> list[Any]:
     """``write_files``: PKI, the user's files (never over a reserved path), the kubeadm
     config and the script's config (both 0600: they hold tokens)."""
     spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
@@ -373,13 +245,13 @@ def write_files(plan: _Plan, documents: list[dict[str, Any]], path: str, verb: s
     ]
 
 
-def users(plan: _Plan) -> list[dict[str, Any]]:
+def users(plan: Plan) -> list[dict[str, Any]]:
     """``users``: the config's users, passwords and keys resolved from their Secrets."""
     spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
     return [user_entry(u, i, plan.ctx.secret, ref) for i, u in enumerate(spec.users)]
 
 
-def sections(plan: _Plan) -> dict[str, Any]:
+def sections(plan: Plan) -> dict[str, Any]:
     """Every cloud-config section, in the order cloud-init's modules consume them."""
     spec = plan.ctx.config.spec
     documents, path, verb = kubeadm_documents(plan)
@@ -433,10 +305,12 @@ def check_ignition(ctx: Context) -> None:
             )
 
 
-def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
-    """Role, kubeadm API, runtime and image checks: everything decided before any document.
+def plan_for(ctx: Context, options: RenderOptions) -> Plan:
+    """Kubernetes version, runtime, image and format checks: everything about the Machine that
+    holds whatever its role, checked before a role is decided (a wrong input is terminal
+    before it can take the init lock or wait for a CA).
 
-    Example: a worker Machine at v1.20.2 plans ``worker-join`` with kubeadm v1beta2.
+    Example: a worker Machine at v1.20.2 plans kubeadm v1beta2 (``plan.builder.version``).
     """
     spec = ctx.config.spec
     if spec.format == "ignition":
@@ -455,38 +329,30 @@ def plan_for(ctx: Context, options: RenderOptions) -> _Plan:
             ctx.machine, runtime, version, options.image_manifest, options.allow_runtime_install
         )
     builder = kubeadm.Builder(obj=ctx.config.ref, version=version, warnings=warnings)
-    plan = _Plan(ctx, options, role_of(ctx), builder, known_socket(runtime, options), install,
-                 warnings)  # fmt: skip
+    plan = Plan(ctx, options, builder, known_socket(runtime, options), install, warnings)
     plan.certificates_dir = certificates_dir(ctx)
     plan.ignition = spec.format == "ignition"
+    return plan
+
+
+def render_machine(plan: Plan, decision: Decision) -> RenderResult:
+    """Render the bootstrap data of the planned Machine in the role ``decision`` gives it,
+    with the decision's CAs.
+
+    Every driver calls this one function after ``decide`` (``batch.render_one`` for the command
+    line, the HTTP service and the VM tools; the controller's reconcile), so a Machine renders
+    the same wherever it is asked for. Raises ``TerminalError`` (the input is wrong) or
+    ``TransientError`` (something it needs has not appeared yet).
+    """
+    plan.decision = decision
+    ctx, options, spec = plan.ctx, plan.options, plan.ctx.config.spec
     # As CABPK: what this role does not use is ignored, but said (a join's ClusterConfiguration
     # still gives certificatesDir and external etcd).
     unused = ["initConfiguration"] if plan.role != INIT and spec.init_configuration else []
     if plan.role == WORKER and spec.cluster_configuration:
         unused.append("clusterConfiguration")
     for name in unused:
-        warnings.append(f"spec.{name} is ignored: this Machine renders {plan.role}")
-    return plan
-
-
-def render_machine(
-    objects: list[dict[str, Any]] | Bundle, machine: str, options: RenderOptions | None = None
-) -> RenderResult:
-    """Render the bootstrap data of ``machine`` ("NAMESPACE/NAME" or "NAME") from ``objects``.
-
-    The one entry point the CLI, the HTTP service and the VM tools share, so a Machine renders
-    the same wherever it is asked for: parse (``Bundle``) -> resolve the Machine's context ->
-    plan -> build each cloud-config section -> render the template. Raises
-    ``MachineNotFound``, ``TerminalError`` (the input is wrong) or ``TransientError``
-    (something it needs has not appeared yet).
-    """
-    options = options or RenderOptions()
-    bundle = objects if isinstance(objects, Bundle) else Bundle(objects)
-    ctx = resolve(bundle, machine)
-    plan = plan_for(ctx, options)
-    cluster_key = (ctx.cluster.ref.namespace, ctx.cluster.name)
-    if plan.role == INIT:  # CABPK's init lock; a failed init keeps it, as there
-        bundle.init_lock.setdefault(cluster_key, ctx.machine.name)
+        plan.warnings.append(f"spec.{name} is ignored: this Machine renders {plan.role}")
     built = sections(plan)
 
     if plan.ignition:  # the same budget rule: the script compressed only when it must be
@@ -518,15 +384,13 @@ def render_machine(
 
 
 def _result(
-    ctx: Context, plan: _Plan, options: RenderOptions, userdata: bytes, format_: str
+    ctx: Context, plan: Plan, options: RenderOptions, userdata: bytes, format_: str
 ) -> RenderResult:
-    """The render's result; a successful init makes the rest of the run join it."""
+    """The render's result."""
     if not options.gzip and len(userdata) > AWS_USERDATA_LIMIT:
         reader = "Ignition" if plan.ignition else "cloud-init"
         plan.warnings.append(f"userdata is {len(userdata)} bytes, over the 16 KiB AWS limit; "
                              f"use --gzip ({reader} reads gzipped userdata)")  # fmt: skip
-    if plan.role == INIT:
-        ctx.bundle.initialized_here.add((ctx.cluster.ref.namespace, ctx.cluster.name))
     ref = ctx.config.ref
     return RenderResult(
         machine=f"{ctx.machine.ref.namespace}/{ctx.machine.name}",
@@ -542,8 +406,8 @@ def _result(
         config_kind=ctx.config.ref.kind,  # a seed-era Machine owns its own data Secret
         config_api_version=ctx.config.api_version,
         bootstrap_token_secret=plan.token_secret,
-        generated_secrets=plan.generated,
+        generated_secrets=plan.decision.generated,
     )
 
 
-__all__ = ["INIT", "JOIN_CP", "WORKER", "ObjectRef", "render_machine"]
+__all__ = ["Plan", "plan_for", "render_machine"]

@@ -78,11 +78,6 @@ class Bundle:
         # (8,000 Machines with a missing Cluster took 31 s, quadratic).
         self._namespaces: dict[tuple[str, str], set[str]] = {}
         self.machines: list[tuple[str, str]] = []
-        # One run's view of each cluster's init (CABPK's init lock and the state it leads to):
-        # (namespace, cluster) -> the Machine holding the lock, and the clusters whose init
-        # rendered in this run, so the run's later Machines join instead of initing again.
-        self.init_lock: dict[tuple[str, str], str] = {}
-        self.initialized_here: set[tuple[str, str]] = set()
         self.add(objects)
 
     def add(self, objects: list[dict[str, Any]]) -> None:

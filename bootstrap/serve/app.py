@@ -6,7 +6,7 @@ Starlette served about half as many cheap (401) requests per second on this 2-co
 as uvicorn itself.
 
 A request flows: route -> bearer check -> path-name check -> body read under the size limit ->
-parse (``loader``) -> ``render_machine`` (the same call the CLI makes) -> JSON envelope or
+parse (``loader``) -> ``render_one`` (the same call the CLI makes) -> JSON envelope or
 bootstrap Secret. Every ``NodesmithError`` becomes its own ``http_status`` with the
 ``as_dict()`` body (and ``Retry-After`` for transient errors); anything else is a bug, answered
 500 and logged with its traceback frames but without its message, since a message might quote
@@ -29,14 +29,14 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from bootstrap.errors import NodesmithError, TransientError
-from bootstrap.render import RenderOptions, render_machine
+from bootstrap.log import now, write_log
+from bootstrap.render import RenderOptions, render_one
 from bootstrap.render.doccache import DocumentCache
 from bootstrap.render.loader import parse_json, parse_text
 from bootstrap.render.names import is_label, is_subdomain
 from bootstrap.render.outputs import bootstrap_secret, json_envelope
 from bootstrap.serve.auth import TokenStore
 from bootstrap.serve.budget import cpu_budget, install
-from bootstrap.serve.log import now, write_log
 from bootstrap.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bootstrap.serve.metrics import SharedMetrics
 from bootstrap.serve.openapi import openapi_document
@@ -354,7 +354,7 @@ class UserdataApp:
             options = dataclasses.replace(options, gzip=gzip)
         with cpu_budget(self.settings.cpu_budget):
             objects = parse_body(media_type, body, self.documents)
-            result = render_machine(objects, f"{namespace}/{name}", options)
+            result = render_one(objects, f"{namespace}/{name}", options)
         payload = bootstrap_secret(result) if output == "secret" else json_envelope(result)
         if result.bootstrap_token_secret is not None:
             payload["bootstrapTokenSecret"] = result.bootstrap_token_secret

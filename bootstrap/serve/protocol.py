@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from bootstrap.serve.log import log_event
+from bootstrap.log import log_event
 
 
 @dataclass(frozen=True)

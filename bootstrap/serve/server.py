@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bootstrap.errors import NodesmithError, UsageError, bad_usage, is_small_number
+from bootstrap.log import UVICORN_LOG_CONFIG
+from bootstrap.log import log_event as _log
 from bootstrap.serve.auth import TokenStore
-from bootstrap.serve.log import UVICORN_LOG_CONFIG
-from bootstrap.serve.log import log_event as _log
 
 if TYPE_CHECKING:
     from bootstrap.serve.app import ServeSettings

@@ -35,7 +35,7 @@ from bootstrap.errors import TerminalError, TransientError, invalid, show_value
 from bootstrap.hostutil import free_port
 from bootstrap.render import RenderOptions, RenderResult
 from bootstrap.render.batch import render_all
-from bootstrap.render.pipeline import INIT
+from bootstrap.render.decide import INIT
 from bootstrap.render.resolve import Bundle
 from bootstrap.render.yamlio import dump_stream
 from bootstrap.vm import qemu

@@ -44,8 +44,8 @@ from bootstrap.errors import TerminalError, TransientError, show_value
 from bootstrap.hostutil import free_port
 from bootstrap.kubernetes.apiserver import APIServer, Etcd
 from bootstrap.kubernetes.build import current
+from bootstrap.render.decide import INIT, JOIN_CP, WORKER
 from bootstrap.render.objects import CONTROL_PLANE_LABEL
-from bootstrap.render.pipeline import INIT, JOIN_CP, WORKER
 from bootstrap.vm import qemu
 from bootstrap.vm.accel import Accel
 from bootstrap.vm.cluster import (

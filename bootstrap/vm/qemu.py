@@ -28,13 +28,13 @@ from typing import Any
 import paramiko
 import yaml
 
+from bootstrap import sshkeys
 from bootstrap.errors import TerminalError, TransientError, UsageError, bad_usage
 from bootstrap.fsutil import atomic_write
 from bootstrap.hostutil import alive as _alive
 from bootstrap.hostutil import free_port
-from bootstrap.vm import sshkeys
+from bootstrap.seed import build_seed_iso
 from bootstrap.vm.accel import Accel
-from bootstrap.vm.seed import build_seed_iso
 
 SSH_USER = "nodesmith"
 DEFAULT_MEMORY_MB = 2048

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bootstrap.vm.sshkeys import generate
+from bootstrap.sshkeys import generate
 
 NODESMITH = str(Path(sys.executable).with_name("nodesmith"))
 

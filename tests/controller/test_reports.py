@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import time
@@ -131,11 +132,14 @@ def test_reports_are_recorded_and_bad_ones_change_nothing(testbed: Testbed, ns: 
 def test_an_expired_credential_is_refused(testbed: Testbed, ns: str) -> None:
     testbed.cluster(ns, "exp", initialized=True)
     testbed.node(ns, "exp-w0", "exp")
-    controller, _ = _reporting(testbed, ns, "--report-credential-ttl=3s")
+    controller, _ = _reporting(testbed, ns, "--report-credential-ttl=1s")
     try:
         wait_for("the data", lambda: testbed.status(ns, "exp-w0").get("ready"))
         cfg = _script_config(testbed, ns, "exp-w0")
-        time.sleep(4)
+        # wait out the credential's own expiry (its signed "exp" claim), not a guessed time
+        body = cfg["reportCredential"].split(".")[1]
+        expires = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))["exp"]
+        time.sleep(max(0.0, expires + 1 - time.time()))
         before = testbed.status(ns, "exp-w0")
         assert _post(cfg["reportUrl"], cfg["reportCredential"], RUNNING) == 401
         assert testbed.status(ns, "exp-w0") == before

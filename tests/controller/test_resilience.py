@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import time
 
 from controller_harness import Testbed, wait_for
 
@@ -66,16 +65,28 @@ def test_steady_state_makes_no_writes_even_across_a_restart(testbed: Testbed, ns
     wait_for(
         "all ready", lambda: all(testbed.status(ns, f"calm-w{i}").get("ready") for i in range(5))
     )
-    time.sleep(2)
     settled = _writes(first.metrics())
-    time.sleep(3)
+    # every Machine changes (an event each): each config is reconciled again, writing nothing
+    seen = {i: len(first.reconciles(f"{ns}/calm-w{i}")) for i in range(5)}
+    for i in range(5):
+        testbed.admin.merge_patch(
+            kube.Machine, f"calm-w{i}", ns, {"metadata": {"annotations": {"touched": "1"}}}
+        )
+    wait_for(
+        "a reconcile of each touched config",
+        lambda: all(len(first.reconciles(f"{ns}/calm-w{i}")) > seen[i] for i in range(5)),
+    )
+    assert all(line["writes"] == 0 for i in range(5)
+               for line in first.reconciles(f"{ns}/calm-w{i}")[seen[i]:])  # fmt: skip
     assert _writes(first.metrics()) == settled
     assert first.stop() == 0
     uids = _uids(testbed, ns)
     second = testbed.controller(name=f"{ns}-b")
     try:
-        wait_for("the relist's reconciles", lambda: len(second.reconciles()) >= 5)
-        time.sleep(2)
+        wait_for(
+            "the relist's reconcile of each config",
+            lambda: all(second.last(f"{ns}/calm-w{i}") for i in range(5)),
+        )
         assert _writes(second.metrics()) == 0
         assert _uids(testbed, ns) == uids
     finally:
@@ -131,8 +142,7 @@ def test_two_replicas_one_leads_and_the_other_takes_over(testbed: Testbed, ns: s
     assert held is not None and held["spec"]["holderIdentity"] == f"{ns}-a"
     b = testbed.controller(name=f"{ns}-b")
     try:
-        time.sleep(3)
-        assert "nodesmith_controller_leader 0.0" in b.metrics()
+        wait_for("b up, standing by", lambda: "nodesmith_controller_leader 0.0" in b.metrics())
         testbed.node(ns, "pair-w0", "pair")
         wait_for("the leader's work", lambda: testbed.status(ns, "pair-w0").get("ready"))
         assert b.reconciles() == []  # the standby never reconciled

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import time
 from datetime import UTC, datetime
 
 from controller_harness import Testbed, wait_for
@@ -41,10 +40,14 @@ def test_token_refreshed_until_the_node_joins_then_left_to_expire(
             {"status": {"nodeRef": {"kind": "Node", "name": "tok-w0"}}},
             status=True,
         )
-        time.sleep(2)
-        frozen = _expiration(testbed, token_id)
-        time.sleep(8)
-        assert _expiration(testbed, token_id) == frozen  # no longer refreshed
-        assert any(r["reason"] == "NodeJoined" for r in controller.reconciles())
+        joined = wait_for(
+            "the joined node's reconcile",
+            lambda: [
+                r for r in controller.reconciles(f"{ns}/tok-w0") if r["reason"] == "NodeJoined"
+            ],
+        )
+        # no longer refreshed: the controller scheduled no further look at the token
+        assert joined[-1]["requeue"] is None and joined[-1]["writes"] == 0
+        assert controller.last(f"{ns}/tok-w0") == joined[-1]
     finally:
         assert controller.stop() == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from image_build import NODESMITH, REPO, kube_dir, kubectl_version, require_build_host
+from proc import stat_fields
 
 DEF = str(REPO / "images/debian-12.yaml")
 
@@ -161,12 +162,11 @@ def test_interrupted_build_leaves_nothing(tmp_path: Path) -> None:
 
 def _descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = stat_fields(int(entry.name))
+        if fields is None:  # exited since the listing
             continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
     found, todo = set(), [pid]
     while todo:
         for child in children.get(todo.pop(), []):

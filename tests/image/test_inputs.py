@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from image_build import kube_dir
 
+from bootstrap.aptsources import sources_for
 from bootstrap.checksums import read_sums
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.image import definition as d
 from bootstrap.image.kubernetes import verify_dir
 from bootstrap.image.rootfs import mmdebstrap_argv
-from bootstrap.image.sources import sources_for
 
 DEBIAN = """Types: deb
 URIs: http://mirror.example/debian

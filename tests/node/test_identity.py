@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bootstrap.vm.sshkeys import fingerprint_of_blob
+from bootstrap.sshkeys import fingerprint_of_blob
 
 
 def test_hostname_is_machine_name(

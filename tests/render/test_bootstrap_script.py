@@ -19,7 +19,7 @@ from render_helpers import (
     script_config,
 )
 
-from bootstrap.render import RenderOptions, render_machine
+from bootstrap.render import RenderOptions, render_one
 from bootstrap.render.bootstrap_script import (
     SCRIPT,
     SCRIPT_PATH,
@@ -101,7 +101,7 @@ def header(userdata: bytes) -> list[str]:
 
 def test_worker_userdata_says_what_runs_and_ships_the_script_plain() -> None:
     docs, machine = objects("worker")
-    result = render_machine(docs, machine, RenderOptions(now=FIXED_NOW))
+    result = render_one(docs, machine, RenderOptions(now=FIXED_NOW))
     parsed = assert_valid_cloud_config(result.userdata)
     config = script_config(parsed)
     lines = header(result.userdata)
@@ -124,7 +124,7 @@ def test_script_compressed_only_when_the_budget_needs_it() -> None:
     gzip+base64 and the header gives the size it would have had. With --gzip the whole
     userdata is compressed, and the script stays plain."""
     docs, machine = objects("init")
-    result = render_machine(docs, machine, RenderOptions(now=FIXED_NOW))
+    result = render_one(docs, machine, RenderOptions(now=FIXED_NOW))
     parsed = assert_valid_cloud_config(result.userdata)
     script = files_by_path(parsed)[SCRIPT_PATH]
     assert script["encoding"] == "gz+b64"
@@ -138,7 +138,7 @@ def test_script_compressed_only_when_the_budget_needs_it() -> None:
     assert f"this userdata would be {plain_size} bytes, over the 16 KiB budget." in (
         header(result.userdata)
     )
-    gzipped = render_machine(docs, machine, RenderOptions(now=FIXED_NOW, gzip=True))
+    gzipped = render_one(docs, machine, RenderOptions(now=FIXED_NOW, gzip=True))
     text = gzip.decompress(gzipped.value)
     assert "encoding" not in files_by_path(yaml.safe_load(text))[SCRIPT_PATH]
     assert f"{SCRIPT_PATH} ships as plain text (last write_files entry)." in header(text)
@@ -156,7 +156,7 @@ def test_hostile_commands_stay_commands() -> None:
     """Line breaks YAML knows and control characters in a command cannot end the comment
     block and add keys: the userdata parses to the same sections, the commands unchanged."""
     docs, machine = objects("worker", pre=HOSTILE)
-    result = render_machine(docs, machine, RenderOptions(now=FIXED_NOW))
+    result = render_one(docs, machine, RenderOptions(now=FIXED_NOW))
     parsed = assert_valid_cloud_config(result.userdata)
     assert "users" not in parsed or all(u != "evil" for u in parsed["users"])
     assert parsed["runcmd"] == [[SCRIPT_PATH, "/run/kubeadm/nodesmith-bootstrap.json"]]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from proc import is_alive
 from render_helpers import file_bytes
 
 from bootstrap.render import RenderOptions
@@ -410,16 +411,8 @@ def test_kubeadm_still_running_at_the_deadline_is_killed_with_its_children(
     assert [h["exitCode"] for h in st["history"]] == [None]
     assert r["seconds"] < 30  # killed at 3 s, not after the stand-in's 600 s
     child = int((tmp_path / "standin-result" / "child.pid").read_text())
-    assert not _running(child), "kubeadm's child outlived the kill"
+    assert not is_alive(child), "kubeadm's child outlived the kill"
     assert not r["sentinel"]
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
 
 
 def test_the_last_try_uses_the_time_left_before_the_deadline(tmp_path: Path) -> None:

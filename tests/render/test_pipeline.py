@@ -28,11 +28,11 @@ from render_helpers import (
 )
 
 from bootstrap.errors import NodesmithError, TerminalError, TransientError
-from bootstrap.render import RenderOptions, RenderResult, render_machine
+from bootstrap.render import RenderOptions, RenderResult, render_one
 from bootstrap.render import pki as pki_module
 from bootstrap.render.batch import render_all
+from bootstrap.render.decide import INIT, JOIN_CP, WORKER
 from bootstrap.render.loader import load_paths
-from bootstrap.render.pipeline import INIT, JOIN_CP, WORKER
 from bootstrap.render.resolve import Bundle
 
 BASE = DATA / "v1beta1-v1beta4" / "bundle.yaml"
@@ -110,10 +110,10 @@ def test_role_comes_from_the_label_and_the_cluster_state(
     if edit is not None:
         edit(docs, machine)
     if want in (INIT, JOIN_CP, WORKER):
-        assert render_machine(docs, f"prod/{machine}", OPTIONS).role == want
+        assert render_one(docs, f"prod/{machine}", OPTIONS).role == want
         return
     with pytest.raises(NodesmithError) as caught:
-        render_machine(docs, f"prod/{machine}", OPTIONS)
+        render_one(docs, f"prod/{machine}", OPTIONS)
     assert caught.value.reason == want
     waiting = want.startswith("Waiting")
     assert isinstance(caught.value, TransientError if waiting else TerminalError)
@@ -124,7 +124,7 @@ def test_a_worker_asking_for_control_plane_is_named_with_the_field() -> None:
     docs = objects(INITIALIZED)
     _worker_asks_for_control_plane(docs, "md-0")
     with pytest.raises(TerminalError) as caught:
-        render_machine(docs, "prod/md-0", OPTIONS)
+        render_one(docs, "prod/md-0", OPTIONS)
     text = str(caught.value)
     assert "spec.joinConfiguration.controlPlane" in text and CP_LABEL in text
 
@@ -132,7 +132,7 @@ def test_a_worker_asking_for_control_plane_is_named_with_the_field() -> None:
 def test_an_unlabelled_machine_is_a_worker_whatever_its_config_says() -> None:
     docs = objects(INITIALIZED)
     _unlabel(docs, "cp-0")  # its config has init and cluster configurations
-    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    result = render_one(docs, "prod/cp-0", OPTIONS)
     assert result.role == WORKER
     assert not any("/etc/kubernetes/pki/" in p for p in files_by_path(cloud_config(result)))
 
@@ -189,7 +189,7 @@ def test_a_failed_init_keeps_the_lock_and_the_others_wait() -> None:
 @pytest.mark.parametrize("machine", ["cp-1", "md-0"])
 def test_a_join_without_the_ca_secret_waits(machine: str) -> None:
     with pytest.raises(TransientError) as caught:
-        render_machine(objects(INITIALIZED, ca=False), f"prod/{machine}", OPTIONS)
+        render_one(objects(INITIALIZED, ca=False), f"prod/{machine}", OPTIONS)
     assert caught.value.reason == "CANotFound" and "alpha-ca" in str(caught.value)
 
 
@@ -203,7 +203,7 @@ def test_the_cas_go_where_kubeadm_looks_for_them(machine: str, status: Any) -> N
     docs = objects(status)
     spec = find(docs, "KubeadmConfig", machine)["spec"]
     spec.setdefault("clusterConfiguration", {})["certificatesDir"] = PKI2 + "/"
-    result = render_machine(docs, f"prod/{machine}", OPTIONS)
+    result = render_one(docs, f"prod/{machine}", OPTIONS)
     files = files_by_path(cloud_config(result))
     assert f"{PKI2}/ca.key" in files and f"{PKI2}/etcd/ca.key" in files
     assert files[f"{PKI2}/ca.key"]["permissions"] == "0600"
@@ -212,7 +212,7 @@ def test_the_cas_go_where_kubeadm_looks_for_them(machine: str, status: Any) -> N
 
 
 def test_the_default_certificates_dir_needs_no_script_setting() -> None:
-    result = render_machine(objects(), "prod/cp-0", OPTIONS)
+    result = render_one(objects(), "prod/cp-0", OPTIONS)
     assert "pkiDir" not in script_config(cloud_config(result))
 
 
@@ -221,7 +221,7 @@ def test_a_certificates_dir_that_is_no_directory_is_refused(given: Any) -> None:
     docs = objects()
     find(docs, "KubeadmConfig", "cp-0")["spec"]["clusterConfiguration"]["certificatesDir"] = given
     with pytest.raises(TerminalError) as caught:
-        render_machine(docs, "prod/cp-0", OPTIONS)
+        render_one(docs, "prod/cp-0", OPTIONS)
     assert "spec.clusterConfiguration.certificatesDir" in str(caught.value)
 
 
@@ -231,7 +231,7 @@ def test_a_user_file_cannot_replace_a_ca_key_in_the_certificates_dir() -> None:
     spec["clusterConfiguration"]["certificatesDir"] = PKI2
     spec["files"].append({"path": f"{PKI2}//./ca.key", "content": "mine"})
     with pytest.raises(TerminalError) as caught:
-        render_machine(docs, "prod/cp-0", OPTIONS)
+        render_one(docs, "prod/cp-0", OPTIONS)
     assert "spec.files[4].path" in str(caught.value) and "written by nodesmith" in str(caught.value)
 
 
@@ -295,7 +295,7 @@ def _external(docs: list[dict[str, Any]], etcd: Any, client: bool = True) -> Non
 def test_external_etcd_writes_its_ca_cert_and_client_pair(ca: bool, etcd_pki: Any) -> None:
     docs = objects(ca=ca)
     _external(docs, etcd_pki)
-    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    result = render_one(docs, "prod/cp-0", OPTIONS)
     files = files_by_path(cloud_config(result))
     etcd_ca, cert, key = etcd_pki
     assert files[EXTERNAL["caFile"]]["content"] == etcd_ca.cert_pem.decode()
@@ -315,7 +315,7 @@ def test_external_etcd_without_its_client_secret_waits(etcd_pki: Any) -> None:
     docs = objects()
     _external(docs, etcd_pki, client=False)
     with pytest.raises(TransientError) as caught:
-        render_machine(docs, "prod/cp-0", OPTIONS)
+        render_one(docs, "prod/cp-0", OPTIONS)
     assert caught.value.reason == "ExternalEtcdSecretNotFound"
     assert "prod/alpha-apiserver-etcd-client" in str(caught.value)
 
@@ -325,7 +325,7 @@ def test_external_etcd_client_pair_must_belong_together(etcd_pki: Any) -> None:
     ca, cert, _ = etcd_pki
     _external(docs, (ca, cert, _client_pair(ca)[1]))
     with pytest.raises(TerminalError) as caught:
-        render_machine(docs, "prod/cp-0", OPTIONS)
+        render_one(docs, "prod/cp-0", OPTIONS)
     assert caught.value.reason == "InvalidSecret"
     assert "does not match the private key" in str(caught.value)
 
@@ -337,7 +337,7 @@ def test_external_etcd_paths_must_be_absolute_files(key: str, etcd_pki: Any) -> 
     external = find(docs, "KubeadmConfig", "cp-0")["spec"]["clusterConfiguration"]["etcd"]
     external["external"][key] = "etcd/relative"
     with pytest.raises(TerminalError) as caught:
-        render_machine(docs, "prod/cp-0", OPTIONS)
+        render_one(docs, "prod/cp-0", OPTIONS)
     assert f"spec.clusterConfiguration.etcd.external.{key}" in str(caught.value)
 
 
@@ -391,7 +391,7 @@ def test_jinja_in_the_config_gets_the_header_and_only_its_expressions_change(
 
 
 def test_no_jinja_no_header() -> None:
-    text = render_machine(objects(), "prod/cp-0", OPTIONS).userdata.decode()
+    text = render_one(objects(), "prod/cp-0", OPTIONS).userdata.decode()
     assert text.startswith("#cloud-config\n") and "template: jinja" not in text
 
 
@@ -405,7 +405,7 @@ def test_fields_the_target_api_lacks_are_dropped_with_a_warning_naming_them() ->
     spec["initConfiguration"]["bootstrapTokens"] = [
         {"token": "abcdef.0123456789abcdef", "ttlSeconds": 600}  # CAPI v1beta2's spelling
     ]
-    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    result = render_one(docs, "prod/cp-0", OPTIONS)
     assert (
         "spec.clusterConfiguration.encryptionAlgorithm dropped: kubeadm.k8s.io/v1beta3 "
         "(Kubernetes v1.30.6) has no such field"
@@ -427,13 +427,13 @@ def test_file_discovery_writes_the_kubeconfig_and_hands_kubeadm_its_path() -> No
             "kubeConfig": {"user": {"exec": {"command": "/usr/bin/aws-iam-authenticator"}}},
         }
     }
-    cc = cloud_config(render_machine(docs, "prod/md-0", OPTIONS))
+    cc = cloud_config(render_one(docs, "prod/md-0", OPTIONS))
     files = files_by_path(cc)
     kubeconfig = yaml.safe_load(files["/etc/kubernetes/discovery.conf"]["content"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://192.0.2.10:6443"
     (document,) = yaml.safe_load_all(files["/run/kubeadm/kubeadm-join-config.yaml"]["content"])
     assert document["discovery"] == {"file": {"kubeConfigPath": "/etc/kubernetes/discovery.conf"}}
-    assert_valid_cloud_config(render_machine(docs, "prod/md-0", OPTIONS).userdata)
+    assert_valid_cloud_config(render_one(docs, "prod/md-0", OPTIONS).userdata)
 
 
 # ---------------------------------------------------------------- the seed-era Machine alone
@@ -449,12 +449,12 @@ def seed_objects() -> list[dict[str, Any]]:
 def test_a_lone_seed_worker_joins_once_the_cluster_reports_its_endpoint() -> None:
     """v1alpha1 has no initialized state; its actuators joined workers once status.apiEndpoints
     was reported. Without them the worker waits (75), naming that field."""
-    result = render_machine(seed_objects(), "prod/md-0", OPTIONS)
+    result = render_one(seed_objects(), "prod/md-0", OPTIONS)
     assert result.role == WORKER
     docs = seed_objects()
     del find(docs, "Cluster", "alpha")["status"]
     with pytest.raises(TransientError) as exc:
-        render_machine(docs, "prod/md-0", OPTIONS)
+        render_one(docs, "prod/md-0", OPTIONS)
     assert (exc.value.reason, exc.value.field) == (
         "WaitingForControlPlaneInitialized",
         "status.apiEndpoints",
@@ -467,7 +467,7 @@ def test_a_lone_seed_worker_joins_once_the_cluster_reports_its_endpoint() -> Non
     [("cp-0", INIT), ("cp-1", INIT), ("md-0", WORKER)],  # alone: each control plane may init
 )
 def test_a_seed_machine_renders_without_any_bootstrap_config(machine: str, role: str) -> None:
-    result = render_machine(seed_objects(), f"prod/{machine}", OPTIONS)
+    result = render_one(seed_objects(), f"prod/{machine}", OPTIONS)
     assert result.role == role
     assert (result.config_kind, result.config_api_version) == ("Machine", "cluster.k8s.io/v1alpha1")
 
@@ -477,7 +477,7 @@ def test_a_seed_machine_with_a_bootstrap_field_is_refused() -> None:
     docs = seed_objects()
     find(docs, "Machine", "md-0")["spec"]["bootstrap"] = {"configRef": {"name": "md-0"}}
     with pytest.raises(TerminalError) as exc:
-        render_machine(docs, "prod/md-0", OPTIONS)
+        render_one(docs, "prod/md-0", OPTIONS)
     assert (exc.value.field, exc.value.exit_code) == ("spec.bootstrap", 65)
     assert "v1alpha2" in str(exc.value)
 
@@ -487,7 +487,7 @@ def test_the_seed_data_secret_is_owned_by_the_machine() -> None:
 
     docs = seed_objects()
     find(docs, "Machine", "md-0")["metadata"]["uid"] = "5e1f0c7a-0000-4000-8000-000000000001"
-    (owner,) = bootstrap_secret(render_machine(docs, "prod/md-0", OPTIONS))["metadata"][
+    (owner,) = bootstrap_secret(render_one(docs, "prod/md-0", OPTIONS))["metadata"][
         "ownerReferences"
     ]
     assert owner == {
@@ -520,11 +520,11 @@ def test_the_seed_control_plane_installs_versions_control_plane(
     )
     if installed is None:
         with pytest.raises(TerminalError) as exc:
-            render_machine(docs, "prod/cp-0", OPTIONS)
+            render_one(docs, "prod/cp-0", OPTIONS)
         assert exc.value.field == "spec.versions.controlPlane"
         assert repr(control_plane) in str(exc.value) or control_plane in str(exc.value)
         return
-    result = render_machine(docs, "prod/cp-0", OPTIONS)
+    result = render_one(docs, "prod/cp-0", OPTIONS)
     (cluster, *_) = yaml.safe_load_all(
         files_by_path(cloud_config(result))["/run/kubeadm/kubeadm.yaml"]["content"]
     )
@@ -556,11 +556,11 @@ def test_the_seed_runtime_is_checked_against_the_image(
     options = RenderOptions(now=FIXED_NOW, image_manifest=load_manifest(manifest))
     if outcome != "ok":
         with pytest.raises(TerminalError) as exc:
-            render_machine(docs, "prod/md-0", options)
+            render_one(docs, "prod/md-0", options)
         assert (exc.value.reason, exc.value.field) == (outcome, "spec.versions.containerRuntime")
         return
     (join,) = yaml.safe_load_all(
-        files_by_path(cloud_config(render_machine(docs, "prod/md-0", options)))[
+        files_by_path(cloud_config(render_one(docs, "prod/md-0", options)))[
             "/run/kubeadm/kubeadm-join-config.yaml"
         ]["content"]
     )

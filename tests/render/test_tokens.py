@@ -6,8 +6,9 @@ import base64
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from render_helpers import FIXED_NOW, base_docs, find
 
-from bootstrap.render import tokens
+from bootstrap.render import RenderOptions, render_one, tokens
 
 NOW = datetime(2026, 12, 2, 18, 30, 15, 123456, tzinfo=UTC)
 
@@ -106,3 +107,13 @@ def test_generated_token_makes_a_secret() -> None:
     token = tokens.generate_token()
     data = _data(tokens.token_secret(token, tokens.DEFAULT_TTL, NOW))
     assert f"{data['token-id']}.{data['token-secret']}" == token
+
+
+def test_fixed_clock_is_honoured() -> None:
+    """``RenderOptions.now`` is the clock the token Secret's expiration counts from."""
+    docs = base_docs()
+    del find(docs, "KubeadmConfig", "md-0")["spec"]["joinConfiguration"]["discovery"]
+    result = render_one(docs, "prod/md-0", RenderOptions(now=FIXED_NOW))
+    assert result.bootstrap_token_secret is not None
+    exp = base64.b64decode(result.bootstrap_token_secret["data"]["expiration"]).decode()
+    assert exp == "2026-12-02T12:15:00Z"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_serve_support import WORKER_PATH, ServeProcess, read_response, rss_kib
+from serve_helpers import WORKER_PATH, ServeProcess, read_response, rss_kib
 
 pytestmark = pytest.mark.timeout(120)
 

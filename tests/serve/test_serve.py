@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_serve_support import (
+from proc import is_alive
+from serve_helpers import (
     ROOT,
     WORKER_PATH,
     WORKER_YAML,
@@ -565,20 +566,12 @@ def test_workers_die_with_their_master(tmp_path: Path) -> None:
     srv.proc.kill()  # SIGKILL: the master cannot tell anyone
     srv.proc.wait()
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+    while time.monotonic() < deadline and any(is_alive(pid) for pid in workers):
         time.sleep(0.05)
-    orphans = [pid for pid in workers if _alive(pid)]
+    orphans = [pid for pid in workers if is_alive(pid)]
     for pid in orphans:  # do not leave them serving after a failure
         os.kill(pid, signal.SIGKILL)
     assert orphans == [], "workers outlived their master"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def test_token_file_checks_at_start_and_on_reload(tmp_path: Path) -> None:

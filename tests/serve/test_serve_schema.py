@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_serve_support import ServeProcess, worker_objects
+from serve_helpers import ServeProcess, worker_objects
 
 pytestmark = pytest.mark.timeout(300)
 

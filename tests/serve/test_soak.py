@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_serve_support import (
+from serve_helpers import (
     WORKER_PATH,
     WORKER_YAML,
     Reply,

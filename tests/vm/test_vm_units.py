@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from bootstrap import seed, sshkeys
 from bootstrap.errors import TerminalError, UsageError
-from bootstrap.vm import accel, cri, seed, sshkeys, verify
+from bootstrap.vm import accel, cri, verify
 from bootstrap.vm import qemu as vm
 
 REPO = Path(__file__).resolve().parents[2]

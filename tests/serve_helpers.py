@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parents[1] / "data" / "serve"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data" / "serve"
 WORKER_YAML = (DATA / "worker.yaml").read_bytes()
 WORKER_PATH = "/v1/machines/default/worker-0/userdata"
 

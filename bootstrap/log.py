@@ -1,8 +1,9 @@
-"""JSON log lines for ``nodesmith serve``: one object per line, one write(2) per line.
+"""nodesmith's JSON log lines, one schema for ``serve`` and ``controller``: one object a line,
+``{"ts": ISO-8601 UTC with milliseconds, "level", "event", ...fields}``, one write(2) a line.
 
-Workers share the log file descriptor; a single ``os.write`` per line keeps lines from
-different workers whole. Callers pass only fields that are safe to log: never headers,
-tokens, keys, bodies or userdata.
+``serve``'s workers share the log file descriptor, and the controller's workers, report
+endpoint and library loggers share stderr: a single ``os.write`` per line keeps lines whole.
+Callers pass only fields that are safe to log: never headers, tokens, keys, bodies or userdata.
 """
 
 from __future__ import annotations
@@ -33,17 +34,22 @@ def log_event(event: str, level: str = "info", **fields: Any) -> None:
 
 
 class JsonFormatter(logging.Formatter):
-    """Formats uvicorn's own records (bad HTTP framing, shutdown) as the same JSON lines.
+    """Formats library records (uvicorn's bad HTTP framing and shutdown, the controller's
+    watch breaks) as the same JSON lines, under ``event``.
 
     Only the exception type is kept, never its text or traceback locals, for the same reason
     request errors are logged that way: a message may quote input.
     """
 
+    def __init__(self, event: str = "server") -> None:
+        super().__init__()
+        self.event = event
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "ts": now(),
             "level": record.levelname.lower(),
-            "event": "server",
+            "event": self.event,
             "logger": record.name,
             "message": record.getMessage(),
         }
@@ -56,7 +62,7 @@ class JsonFormatter(logging.Formatter):
 UVICORN_LOG_CONFIG: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "bootstrap.serve.log.JsonFormatter"}},
+    "formatters": {"json": {"()": "bootstrap.log.JsonFormatter"}},
     "handlers": {
         "stderr": {
             "class": "logging.StreamHandler",

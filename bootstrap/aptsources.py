@@ -1,5 +1,8 @@
 """The apt sources a build uses: the host's own Debian sources, or ``--mirror``.
 
+Shared by ``image`` (the root filesystem's ``deb`` entries) and ``kubernetes`` (the same
+entries as ``deb-src`` for Debian's source package), so it sits above both rooms.
+
 The build never names a mirror host itself. It reads ``/etc/apt/sources.list`` and
 ``/etc/apt/sources.list.d/*.sources|*.list`` and keeps only the entries for the image's
 suite (``bookworm``, ``bookworm-updates``, ``bookworm-security``), so third-party

@@ -4,6 +4,7 @@ cloud-init's NoCloud datasource looks for a filesystem labelled ``cidata``/``CID
 ``user-data`` and ``meta-data`` (and optionally ``network-config``). ISO 9660 names are upper
 case 8.3, so the files also get Joliet and Rock Ridge names, as ``cloud-localds`` does. The ISO
 is written to a temporary name and renamed, so a failure never leaves a half-written seed.
+Shared by ``vm`` (the VMs it boots) and ``image`` (Packer's builder VM), so it lives above both.
 """
 
 from __future__ import annotations

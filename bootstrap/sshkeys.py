@@ -3,6 +3,7 @@
 The host key is generated here and handed to cloud-init (``ssh_keys``) so that the run
 knows the VM's identity before it boots and can refuse any other key: no trust on first use,
 no scraping of the serial console. Both keys are fresh per boot, so two VMs never share one.
+Shared by ``vm`` and ``image`` (Packer's builder VM gets a per-run key), so it lives above both.
 """
 
 from __future__ import annotations
