@@ -56,11 +56,14 @@ def read_ca(flag: str, path: Path | None) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from bootstrap.controller.manager import Controller, Options
+    from bootstrap.render.names import is_label
 
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
         raise bad_usage("--kubeconfig", str(args.kubeconfig), "is not a file")
     if not 1 <= args.workers <= 64:
         raise bad_usage("--workers", args.workers, "must be 1..64")
+    if args.namespace and not is_label(args.namespace):
+        raise bad_usage("--namespace", args.namespace, "is not a namespace name")
     host, port = parse_bind("--metrics-bind", args.metrics_bind)
     report_host, report_port = parse_bind("--report-bind", args.report_bind)
     if args.report_url is not None:
@@ -75,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
         raise bad_usage("--report-ca", str(args.report_ca), "means nothing without --report-url")
     options = Options(
         kubeconfig=args.kubeconfig,
+        namespace=args.namespace or None,
         workers=args.workers,
         metrics_host=host,
         metrics_port=port,
@@ -110,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _manifests(args: argparse.Namespace) -> int:
-    from bootstrap.controller.manifests import ReportEndpoint, manifests, render_yaml
+    from bootstrap.controller.manifests import NAMESPACE, ReportEndpoint, manifests, render_yaml
     from bootstrap.render.names import is_subdomain
 
     if args.replicas < 1:
@@ -140,6 +144,18 @@ def _manifests(args: argparse.Namespace) -> int:
         report = ReportEndpoint(
             args.report_url, secret, args.report_service_type, args.report_tls_ca
         )
+    if args.clusterctl is not None:
+        from bootstrap.controller.clusterctl import write_release
+
+        if args.namespace != NAMESPACE:
+            raise bad_usage(
+                "--namespace",
+                args.namespace,
+                "is clusterctl's to choose for a release (clusterctl init --target-namespace)",
+            )
+        for path in write_release(args.clusterctl, args.image, args.replicas, report):
+            print(path)
+        return 0
     objects = manifests(args.image, args.namespace, args.replicas, report)
     sys.stdout.write(render_yaml(objects))
     return 0
@@ -151,6 +167,11 @@ def register(sub: Any) -> None:
 
     run = commands.add_parser("run", help="reconcile KubeadmConfigs on a management cluster")
     run.add_argument("--kubeconfig", type=Path, help="default: the in-cluster ServiceAccount")
+    run.add_argument(
+        "--namespace",
+        default="",
+        help="reconcile only the Cluster API objects of this namespace (default, or empty: all)",
+    )
     run.add_argument("--workers", type=int, default=4)
     run.add_argument("--metrics-bind", default="127.0.0.1:8080", help="HOST:PORT, or 0")
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
@@ -183,6 +204,13 @@ def register(sub: Any) -> None:
     show.add_argument("--image", default="ghcr.io/nodesmith/nodesmith:0.1.0")
     show.add_argument("--namespace", default="nodesmith-system")
     show.add_argument("--replicas", type=int, default=2)
+    show.add_argument(
+        "--clusterctl",
+        type=Path,
+        metavar="DIR",
+        help="write a clusterctl provider release instead: DIR/metadata.yaml and "
+        "DIR/bootstrap-components.yaml (provider bootstrap-nodesmith)",
+    )
     show.add_argument(
         "--report-url",
         help="serve the node status endpoint (port 8443, Service nodesmith-reports) and render "

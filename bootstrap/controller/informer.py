@@ -28,10 +28,13 @@ def key_of(obj: Obj) -> Key:
 
 
 class Informer:
-    """The objects of ``res`` in every namespace, kept current by a watch thread."""
+    """The objects of ``res`` in every namespace (or one), kept current by a watch thread."""
 
-    def __init__(self, client: Client, res: Any, handler: Handler, name: str) -> None:
+    def __init__(
+        self, client: Client, res: Any, handler: Handler, name: str, namespace: str | None = None
+    ) -> None:
         self.client = client
+        self.namespace = namespace or ALL_NS  # one namespace (``--namespace``), or all
         self.res = res
         self.handler = handler
         self.name = name
@@ -67,7 +70,7 @@ class Informer:
         self.handler(kind, obj, old)
 
     def _list(self) -> str | None:
-        listing = self.client.list(self.res, namespace=ALL_NS, chunk_size=500)
+        listing = self.client.list(self.res, namespace=self.namespace, chunk_size=500)
         info = self.res._api_info.resource
         api_version = f"{info.group}/{info.version}" if info.group else info.version
         fresh: dict[Key, Obj] = {}
@@ -94,7 +97,7 @@ class Informer:
                 self.synced.set()
                 delay = 0.5
                 for kind, obj in self.client.watch(
-                    self.res, namespace=ALL_NS, resource_version=version
+                    self.res, namespace=self.namespace, resource_version=version
                 ):
                     if self._stop.is_set():
                         return

@@ -45,6 +45,7 @@ EXIT_LOST_LEADERSHIP = 75  # EX_TEMPFAIL: restart me; another replica leads mean
 @dataclass
 class Options:
     kubeconfig: Path | None = None
+    namespace: str | None = None  # watch only this namespace (clusterctl's --namespace); None: all
     workers: int = 4
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 8080  # 0: no metrics endpoint
@@ -104,11 +105,12 @@ class Controller:
         self._elector_stop = threading.Event()  # renewals go on while the workers drain
         self._waiting: dict[Key, set[Key]] = {}  # Secret -> configs waiting for it
         self._waiting_lock = threading.Lock()
+        ns = options.namespace
         self.informers = {
-            "configs": Informer(client, kube.KubeadmConfig, self._on_config, "kubeadmconfigs"),
-            "machines": Informer(client, kube.Machine, self._on_machine, "machines"),
-            "clusters": Informer(client, kube.Cluster, self._on_cluster, "clusters"),
-            "secrets": Informer(client, kube.Secret, self._on_secret, "secrets"),
+            "configs": Informer(client, kube.KubeadmConfig, self._on_config, "kubeadmconfigs", ns),
+            "machines": Informer(client, kube.Machine, self._on_machine, "machines", ns),
+            "clusters": Informer(client, kube.Cluster, self._on_cluster, "clusters", ns),
+            "secrets": Informer(client, kube.Secret, self._on_secret, "secrets", ns),
         }
         caches = Caches(**self.informers)
         self.caches = caches

@@ -312,7 +312,7 @@ def deployment(
 ) -> Obj:
     labels = dict(LABELS)
     container: Obj = {
-        "name": "controller",
+        "name": "manager",  # the name clusterctl's contract gives a provider's container
         "image": image,
         "args": [
             "controller",
@@ -348,9 +348,11 @@ def deployment(
         "metadata": {"name": "nodesmith-controller", "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": labels},
+            # its own copy: the selector is immutable, labels added to the object's (a
+            # clusterctl release's provider label) must never reach it
+            "selector": {"matchLabels": dict(LABELS)},
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": dict(LABELS)},
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "terminationGracePeriodSeconds": 30,

@@ -163,8 +163,11 @@ def certificates(
     """The CA pairs of ``kinds`` from their Secrets; an init generates the missing ones.
 
     A control-plane join only looks them up: the init that creates them may not have happened
-    yet, so a missing one waits (CABPK requeues too). Only the Secrets that were missing are
-    generated, each a new CA (CABPK's ``LookupOrGenerate``, per pair).
+    yet, so a missing one waits (CABPK requeues too). Nor does anyone generate them for a
+    Cluster with a control-plane provider (``spec.controlPlaneRef``: KubeadmControlPlane makes
+    ``<cluster>-ca`` and the rest before its first Machine): its init waits for them, as
+    CABPK's does. Otherwise only the Secrets that were missing are generated, each a new CA
+    (CABPK's ``LookupOrGenerate``, per pair).
     """
     pairs: dict[str, pki.KeyPair] = {}
     missing: list[str] = []
@@ -176,10 +179,18 @@ def certificates(
             pairs[kind] = pair
     if not missing:
         return pairs, []
-    if role_ != INIT:
-        names = ", ".join(f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[k]}" for k in missing)
+    names = ", ".join(f"{ctx.cluster.name}-{pki.SECRET_SUFFIXES[k]}" for k in missing)
+    provider = ctx.cluster.control_plane_provider
+    if role_ != INIT or provider is not None:
+        who = (
+            f"its control-plane provider ({provider}, the Cluster's spec.controlPlaneRef) "
+            "creates them"
+            if provider is not None
+            else "the init creates them"
+        )
         raise TransientError(
-            f"a control-plane join needs the cluster's CA Secrets; {names} not in the input yet",
+            f"a control plane needs the cluster's CA Secrets and {who}; {names} not in the "
+            "input yet",
             obj=ctx.machine.ref,
             reason="CANotFound",
             retry_after=30,

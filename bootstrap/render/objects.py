@@ -102,9 +102,15 @@ class _Endpoint(_Strict):
     port: int = Field(default=0, ge=0, le=65535)
 
 
+class _ControlPlaneRef(_Strict):
+    kind: str = ""
+    name: str = ""
+
+
 class _ClusterSpec(_Strict):
     cluster_network: _ClusterNetwork | None = Field(default=None, alias="clusterNetwork")
     control_plane_endpoint: _Endpoint | None = Field(default=None, alias="controlPlaneEndpoint")
+    control_plane_ref: _ControlPlaneRef | None = Field(default=None, alias="controlPlaneRef")
     paused: bool = False
 
 
@@ -180,6 +186,9 @@ class Cluster:
         False  # infrastructureReady / initialization.infrastructureProvisioned
     )
     paused: bool = False  # spec.paused or the paused annotation
+    # ``spec.controlPlaneRef`` as "Kind/name" (a KubeadmControlPlane, say), or None: Machines
+    # are the control plane. A control-plane provider creates the cluster CAs itself.
+    control_plane_provider: str | None = None
 
     @property
     def initialized(self) -> bool:
@@ -557,6 +566,11 @@ def parse_cluster(doc: dict[str, Any]) -> Cluster:
         uid=parsed.metadata.uid,
         infrastructure_ready=bool(parsed.status and parsed.status.provisioned()),
         paused=spec.paused or PAUSED_ANNOTATION in parsed.metadata.annotations,
+        control_plane_provider=(
+            f"{spec.control_plane_ref.kind or 'control plane'}/{spec.control_plane_ref.name}"
+            if spec.control_plane_ref is not None and spec.control_plane_ref.name
+            else None
+        ),
     )
 
 

@@ -52,8 +52,10 @@ class FakeWorkloads(Workloads):
         return self.workload
 
 
-def cluster_doc(status: Obj, *, paused: bool = False, namespace: str = NS) -> Obj:
-    return {
+def cluster_doc(
+    status: Obj, *, paused: bool = False, namespace: str = NS, kcp: bool = False
+) -> Obj:
+    doc: Obj = {
         "apiVersion": "cluster.x-k8s.io/v1beta1",
         "kind": "Cluster",
         "metadata": {"name": CLUSTER, "namespace": namespace},
@@ -64,6 +66,13 @@ def cluster_doc(status: Obj, *, paused: bool = False, namespace: str = NS) -> Ob
         },
         "status": status,
     }
+    if kcp:  # a control-plane provider: it creates the CAs, never the bootstrap provider
+        doc["spec"]["controlPlaneRef"] = {
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+            "kind": "KubeadmControlPlane",
+            "name": f"{CLUSTER}-cp",
+        }
+    return doc
 
 
 def machine_doc(name: str, *, cp: bool, by_label: bool = False, node: bool = False) -> Obj:
@@ -169,6 +178,14 @@ ROWS: dict[str, tuple[Callable[[World], None], tuple[str, str], set[str], set[st
     "first control plane inits: CAs, lock, data": (
         with_cluster(NOT_INITIALIZED, cp),
         ("ready", "DataSecretAvailable"), CA_NAMES | {"cp-0"}, {"c1-lock"}, "init-control-plane",
+    ),
+    "under KubeadmControlPlane the init waits for its CAs, never makes them": (
+        with_cluster(NOT_INITIALIZED, cp, kcp=True),
+        ("waiting", "CANotFound"), set(), {"c1-lock"}, None,
+    ),
+    "under KubeadmControlPlane the init uses the CAs it made": (
+        with_cluster(NOT_INITIALIZED, cas, cp, kcp=True),
+        ("ready", "DataSecretAvailable"), {"cp-0"}, {"c1-lock"}, "init-control-plane",
     ),
     "a second control plane waits for the lock's holder": (
         with_cluster(NOT_INITIALIZED, cp, lambda w: node(w, "cp-1", cp=True),
@@ -300,12 +317,46 @@ def test_a_joined_node_lets_its_token_expire() -> None:
     assert w.api.total_writes() + w.workload.total_writes() == writes
 
 
+def kcp_created(config: Obj) -> Obj:
+    """As KubeadmControlPlane creates a config: its labels and a non-controller ownerRef to
+    the KCP; the Machine controller makes the Machine its controller owner later."""
+    config["metadata"]["labels"] = {
+        "cluster.x-k8s.io/cluster-name": CLUSTER,
+        "cluster.x-k8s.io/control-plane": "",
+        "cluster.x-k8s.io/control-plane-name": f"{CLUSTER}-cp",
+    }
+    config["metadata"]["ownerReferences"] = [
+        {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane",
+         "name": f"{CLUSTER}-cp", "uid": "kcp-uid"}
+    ]  # fmt: skip
+    return config
+
+
+def test_a_kcp_config_is_reconciled_once_its_machine_owns_it() -> None:
+    w = World()
+    w.api.put(kube.Cluster, cluster_doc(NOT_INITIALIZED, kcp=True))
+    cas(w)
+    machine = w.api.put(kube.Machine, machine_doc("cp-0", cp=True))
+    config = kcp_created(config_doc("cp-0", None))
+    w.api.put(kube.KubeadmConfig, config)
+    reconciler = w.reconciler()
+    assert reconciler.reconcile((NS, "cp-0")).reason == "NoMachineOwner"
+    owners = [*config["metadata"]["ownerReferences"], {
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine", "name": "cp-0",
+        "uid": machine["metadata"]["uid"], "controller": True}]  # fmt: skip
+    w.api.merge_patch(kube.KubeadmConfig, "cp-0", NS, {"metadata": {"ownerReferences": owners}})
+    outcome = reconciler.reconcile((NS, "cp-0"))
+    assert (outcome.result, outcome.reason) == ("ready", "DataSecretAvailable")
+    assert w.names(kube.Secret) == CA_NAMES | {"cp-0"}  # no CA of ours beside KCP's
+
+
 @pytest.mark.parametrize(
     "config, reason",
     [
         (lambda m: config_doc("cp-0", None), "NoMachineOwner"),
         (lambda m: config_doc("cp-0", {"metadata": {"name": "gone", "uid": "x"}}),
          "MachineNotFound"),
+        (lambda m: kcp_created(config_doc("cp-0", None)), "NoMachineOwner"),
     ],
 )  # fmt: skip
 def test_configs_that_are_not_ours_yet_are_ignored(
