@@ -50,6 +50,10 @@ SENTINEL = RUN + "/bootstrap-success.complete"
 JOINED = "/etc/kubernetes/kubelet.conf"
 PKI = "/etc/kubernetes/pki"
 PKI_COPY = "/run/kubeadm/pki.orig"
+# kubeadm reset empties the static pod directory; what the user's files and pre-commands put
+# there (CAPV's kube-vip) is kept here and put back before the next try, as the PKI is.
+MANIFESTS = "/etc/kubernetes/manifests"
+MANIFESTS_COPY = "/run/kubeadm/manifests.orig"
 TERMINAL_CODES = {2: "PreflightFailed", 3: "ValidationFailed"}
 # What kubeadm prints when the config itself is wrong; the reason names the kind of failure.
 CONFIG_ERRORS = (
@@ -292,6 +296,8 @@ def kubeadm(status, cfg):
     pki = cfg.get("pkiDir", PKI)  # the ClusterConfiguration's certificatesDir
     if cfg["role"] != "worker-join" and os.path.isdir(pki):
         shutil.copytree(pki, PKI_COPY, dirs_exist_ok=True)
+    if os.path.isdir(MANIFESTS) and os.listdir(MANIFESTS):  # before kubeadm adds its own
+        shutil.copytree(MANIFESTS, MANIFESTS_COPY, dirs_exist_ok=True)
     longest, reset_took = 0.0, None
     while True:
         attempt = status.doc["attempts"] + 1
@@ -346,8 +352,9 @@ def kubeadm(status, cfg):
         reset_took = time.monotonic() - reset_started
         if code is None:
             return killed(status, cfg, "kubeadm reset", out)
-        if os.path.isdir(PKI_COPY):
-            shutil.copytree(PKI_COPY, pki, dirs_exist_ok=True)
+        for kept, where in ((PKI_COPY, pki), (MANIFESTS_COPY, MANIFESTS)):
+            if os.path.isdir(kept):
+                shutil.copytree(kept, where, dirs_exist_ok=True)
 
 
 def already_joined(status):

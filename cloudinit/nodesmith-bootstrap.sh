@@ -17,6 +17,10 @@ STATUS=$RUN/bootstrap-status.json
 SENTINEL=$RUN/bootstrap-success.complete
 JOINED=/etc/kubernetes/kubelet.conf
 PKI_COPY=/run/kubeadm/pki.orig
+# kubeadm reset empties the static pod directory; what the user's files and pre-commands put
+# there (CAPV's kube-vip) is kept here and put back before the next try, as the PKI is.
+MANIFESTS=/etc/kubernetes/manifests
+MANIFESTS_COPY=/run/kubeadm/manifests.orig
 KILL_GRACE=10
 SLACK_MS=1000
 TOKEN_RE='\b[a-z0-9]{6}\.[a-z0-9]{16}\b'
@@ -219,6 +223,9 @@ kubeadm_phase() {
     if [ "$ROLE" != worker-join ] && [ -d "$PKI_DIR" ]; then
         mkdir -p "$PKI_COPY" && cp -a "$PKI_DIR/." "$PKI_COPY/"
     fi
+    if [ -d "$MANIFESTS" ] && [ -n "$(ls -A "$MANIFESTS")" ]; then  # before kubeadm adds its own
+        mkdir -p "$MANIFESTS_COPY" && cp -a "$MANIFESTS/." "$MANIFESTS_COPY/"
+    fi
     while true; do
         ATTEMPTS=$((ATTEMPTS + 1))
         PHASE=Running MESSAGE="" REASON="Running${VERB^}"
@@ -262,6 +269,9 @@ kubeadm_phase() {
         reset_took=$(( $(now_ms) - reset_started ))
         [ -z "$CODE" ] && { killed "kubeadm reset"; return 1; }
         if [ -d "$PKI_COPY" ]; then mkdir -p "$PKI_DIR" && cp -a "$PKI_COPY/." "$PKI_DIR/"; fi
+        if [ -d "$MANIFESTS_COPY" ]; then
+            mkdir -p "$MANIFESTS" && cp -a "$MANIFESTS_COPY/." "$MANIFESTS/"
+        fi
     done
 }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -641,8 +642,40 @@ def seed_config(machine: Machine) -> KubeadmConfig:
     )
 
 
+# A drive-letter path (``c:/k/azure.json``, ``C:\k``) or a Windows CRI socket: a config for a
+# Windows node (CAPZ's Windows templates, run by cloudbase-init), which nodesmith never renders.
+_WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def windows_marker(spec: Any) -> tuple[str, str] | None:
+    """The first field saying ``spec`` is for a Windows node, and its value, or None."""
+    if not isinstance(spec, dict):
+        return None
+    for index, file in enumerate(spec.get("files") or []):
+        path = file.get("path") if isinstance(file, dict) else None
+        if isinstance(path, str) and _WINDOWS_PATH.match(path):
+            return f"spec.files[{index}].path", path
+    for section in ("initConfiguration", "joinConfiguration"):
+        conf = spec.get(section)
+        registration = conf.get("nodeRegistration") if isinstance(conf, dict) else None
+        socket = registration.get("criSocket") if isinstance(registration, dict) else None
+        if isinstance(socket, str) and socket.startswith("npipe:"):
+            return f"spec.{section}.nodeRegistration.criSocket", socket
+    return None
+
+
 def parse_config(doc: dict[str, Any]) -> KubeadmConfig:
     ref = _ref_of(doc, "KubeadmConfig")
+    windows = windows_marker(doc.get("spec"))
+    if windows is not None:
+        field_, value = windows
+        raise TerminalError(
+            f"is {show_value(value)}, a Windows node's: nodesmith renders Linux nodes only "
+            "(cloud-init or Ignition); Windows nodes (cloudbase-init) are not supported",
+            obj=ref,
+            field=field_,
+            reason="WindowsNotSupported",
+        )
     parsed: _ConfigDoc = _validate(_ConfigDoc, doc, ref)
     meta = parsed.metadata
     return KubeadmConfig(

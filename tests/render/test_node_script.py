@@ -59,7 +59,15 @@ STANDIN = textwrap.dedent("""\
         f.write(json.dumps(args) + "\\n")
     with open("/run/standin/seen.json", "w") as f:  # what the pre-commands left it
         json.dump({"PROXY": os.environ.get("PROXY"), "cwd": os.getcwd()}, f)
-    if args[:1] == ["reset"]:
+    pods = "/etc/kubernetes/manifests"
+    with open("/run/standin/manifests.jsonl", "a") as f:  # the static pods each call found
+        names = sorted(os.listdir(pods)) if os.path.isdir(pods) else []
+        found = {n: open(os.path.join(pods, n)).read() for n in names}
+        f.write(json.dumps([args[0], found]) + "\\n")
+    if args[:1] == ["reset"]:  # as the real one: "Deleting contents of directories"
+        for d in (pods, "/etc/kubernetes/pki"):
+            for n in os.listdir(d) if os.path.isdir(d) else []:
+                os.remove(os.path.join(d, n))
         sys.exit(0)
     config = args[args.index("--config") + 1]
     text = open(config).read()
@@ -82,6 +90,8 @@ STANDIN = textwrap.dedent("""\
     if mode[0] == "transient":
         count = len([l for l in open("/run/standin/calls.jsonl") if '"reset"' not in l])
         if count <= int(mode[1]):
+            os.makedirs(pods, exist_ok=True)  # a half-done init leaves its own static pods
+            open(os.path.join(pods, "kube-apiserver.yaml"), "w").write("kubeadm's")
             print("error execution phase preflight: couldn't validate the identity of the "
                   "API Server: Get https://192.0.2.10:6443: connection refused; "
                   "token " + mode[2] if len(mode) > 2 else "connection refused")
@@ -219,6 +229,23 @@ def test_transient_failures_retry_with_backoff_then_succeed(tmp_path: Path) -> N
     assert [c[0] for c in r["calls"]] == ["join", "reset", "join", "reset", "join"]
     assert r["sentinel"]
     assert "Retrying" in r["out"] and "Running RunningJoin" in r["out"]
+
+
+def test_a_retry_keeps_the_users_static_pods_and_drops_kubeadms(tmp_path: Path) -> None:
+    """CAPV writes kube-vip's static pod (and its pre-commands edit it); kubeadm reset empties
+    the directory between tries: the retried kubeadm must find the user's pod as it was."""
+    write = ("mkdir -p /etc/kubernetes/manifests && "
+             "echo 'kind: Pod # edited' > /etc/kubernetes/manifests/kube-vip.yaml")  # fmt: skip
+    r = _run(tmp_path, "transient 1", backoff="1", config={"pre": [write]})
+    assert r["rc"] == 0, r["out"]
+    lines = (tmp_path / "standin-result" / "manifests.jsonl").read_text().splitlines()
+    seen = [json.loads(line) for line in lines]
+    user = {"kube-vip.yaml": "kind: Pod # edited\n"}
+    assert seen == [
+        ["join", user],  # the first try: what the pre-commands left
+        ["reset", {**user, "kube-apiserver.yaml": "kubeadm's"}],  # after the failed try
+        ["join", user],  # put back after the reset; kubeadm's own are not
+    ]
 
 
 def test_token_in_kubeadm_output_is_redacted_from_status_and_log(tmp_path: Path) -> None:
