@@ -306,6 +306,11 @@ bootstrap() {
     write_status
     commands PreKubeadmCommandFailed "${PRE[@]}" || return 1
     kubeadm_phase || return 1
+    # Ignition's /etc/kubeadm.yml holds the join token on disk: once kubeadm has used it, it
+    # goes to tmpfs (CABPK's script moves it to /tmp the same way).
+    if [ -n "$CONSUME_CONFIG" ] && [ -e "$CONSUME_CONFIG" ]; then
+        mkdir -p /run/kubeadm && mv -f "$CONSUME_CONFIG" /run/kubeadm/
+    fi
     commands PostKubeadmCommandFailed "${POST[@]}" || return 1
     PHASE=Succeeded REASON=Bootstrapped MESSAGE="kubeadm $VERB succeeded" FINISHED_AT=$(now)
     write_status
@@ -314,6 +319,7 @@ bootstrap() {
 
 main() {
     ROLE=unknown REDACT=() PRE=() POST=() COMMAND=() VERB="" BACKOFF=5 MAX_BACKOFF=60 DEADLINE=900
+    CONSUME_CONFIG=""
     local err
     # shellcheck source=/dev/null
     if ! err=$(bash -n "$1" 2>&1) || ! . "$1" 2> /dev/null || [ -z "${VERB:-}" ]; then

@@ -97,6 +97,7 @@ _SHELL_VARS = (
     ("REPORT_URL", "reportUrl"),
     ("REPORT_CREDENTIAL", "reportCredential"),
     ("REPORT_CA", "reportCA"),
+    ("CONSUME_CONFIG", "consumeConfig"),
 )
 
 

@@ -11,13 +11,12 @@ bad input, so a failed render can never leave a partial artifact.
 from __future__ import annotations
 
 import json
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from bootstrap import __version__
 from bootstrap.errors import TerminalError, invalid, is_small_number
-from bootstrap.render import ignition, kubeadm, pki
+from bootstrap.render import clc, ignition, kubeadm, pki
 from bootstrap.render.bootstrap_script import (
     SCRIPT_CONFIG_PATH,
     SCRIPT_PATH,
@@ -216,13 +215,16 @@ def script_config(plan: Plan, path: str, verb: str) -> dict[str, Any]:
         # the node reports its phases here (never blocking on it): the controller's endpoint
         **({"reportUrl": report.url, "reportCredential": report.credential} if report else {}),
         **({"reportCA": report.ca} if report and report.ca else {}),
+        # Ignition's kubeadm file is on disk: moved to /run once used, as CABPK moves it away
+        **({"consumeConfig": path} if plan.ignition else {}),
     }
 
 
 def kubeadm_path(plan: Plan, path: str) -> str:
-    """Where the kubeadm file goes: ``/run/kubeadm`` (cloud-init), ``/etc/kubeadm`` (Ignition
-    writes the root before /run is mounted)."""
-    return f"{ignition.KUBEADM_DIR}/{posixpath.basename(path)}" if plan.ignition else path
+    """Where the kubeadm file goes: CABPK's paths, where the providers' own pre-commands edit
+    it: ``/run/kubeadm/kubeadm.yaml`` or ``kubeadm-join-config.yaml`` (cloud-init),
+    ``/etc/kubeadm.yml`` (Ignition, which writes the root before /run is mounted)."""
+    return ignition.KUBEADM_PATH if plan.ignition else path
 
 
 def write_files(plan: Plan, documents: list[dict[str, Any]], path: str, verb: str) -> list[Any]:
@@ -283,15 +285,23 @@ def known_socket(runtime: RuntimeChoice, options: RenderOptions) -> str | None:
 
 
 def check_ignition(ctx: Context) -> None:
-    """What an Ignition node cannot be given is refused, naming the field, never dropped."""
+    """What an Ignition node cannot be given is refused, naming the field, never dropped
+    (what CABPK's webhook refuses for Ignition, and cloud-init's Jinja)."""
     spec, ref = ctx.config.spec, ctx.config.ref
+    parts = list(enumerate(spec.disk_setup.partitions if spec.disk_setup else []))
+    filesystems = list(enumerate(spec.disk_setup.filesystems if spec.disk_setup else []))
     refused = [
-        ("spec.diskSetup", spec.disk_setup is not None,
-         "partitions and filesystems are not rendered for Ignition yet"),
-        ("spec.mounts", bool(spec.mounts), "mounts are not rendered for Ignition yet"),
-        ("spec.ignition.containerLinuxConfig.additionalConfig",
-         bool(((spec.ignition or {}).get("containerLinuxConfig") or {}).get("additionalConfig")),
-         "is a Container Linux Config for Ignition v2; nodesmith writes Ignition v3"),
+        *((f"spec.diskSetup.partitions[{i}].tableType", p.table_type == "mbr",
+           "Ignition partitions GPT disks only") for i, p in parts),
+        *((f"spec.diskSetup.partitions[{i}].diskLayout", bool(p.disk_layout),
+           "percentage layouts are not rendered for Ignition") for i, p in parts),
+        *((f"spec.diskSetup.filesystems[{i}].partition", f.partition is not None,
+           "Ignition makes a filesystem on a device, not on a partition of it")
+          for i, f in filesystems),
+        *((f"spec.diskSetup.filesystems[{i}].replaceFS", f.replace_fs is not None,
+           "Ignition has no replaceFS") for i, f in filesystems),
+        *((f"spec.mounts[{i}]", len(m) < 2, "needs a device and a mount point")
+          for i, m in enumerate(spec.mounts)),
         ("spec", ctx.config.jinja,
          "uses cloud-init Jinja ({{ }} or {% %}), which Ignition never renders"),
     ]  # fmt: skip
@@ -303,6 +313,17 @@ def check_ignition(ctx: Context) -> None:
                 field=field_,
                 reason="FormatNotSupported",
             )
+
+
+def additional_config(ctx: Context) -> dict[str, Any] | None:
+    """The config's Container Linux Config snippet as Ignition v3 sections, or None."""
+    clc_config = (ctx.config.spec.ignition or {}).get("containerLinuxConfig") or {}
+    text = clc_config.get("additionalConfig") if isinstance(clc_config, dict) else None
+    if text is None or text == "":
+        return None
+    if not isinstance(text, str):
+        raise invalid(ctx.config.ref, clc.FIELD, text, "must be a string of YAML")
+    return clc.translate(clc.parse(text, ctx.config.ref), ctx.config.ref)
 
 
 def plan_for(ctx: Context, options: RenderOptions) -> Plan:
@@ -356,9 +377,17 @@ def render_machine(plan: Plan, decision: Decision) -> RenderResult:
     built = sections(plan)
 
     if plan.ignition:  # the same budget rule: the script compressed only when it must be
-        config = ignition.render(built, plan.warnings)
+        snippet = additional_config(ctx)
+
+        def ignition_with(compressed: bool, warnings: list[str]) -> bytes:
+            doc = ignition.config(built, warnings, compressed, plan.script["command"])
+            if snippet is not None:
+                clc.merge(doc, snippet, ctx.config.ref)
+            return ignition.dump(doc)
+
+        config = ignition_with(False, plan.warnings)
         if not options.gzip and len(config) > AWS_USERDATA_LIMIT:
-            config = ignition.render(built, [], compressed=True)  # its warnings are said
+            config = ignition_with(True, [])  # its warnings are said
         return _result(ctx, plan, options, config, "ignition")
 
     def userdata_with(compressed: bool, plain_size: int = 0) -> bytes:

@@ -43,8 +43,8 @@ def objects(as_ignition: bool = True, **spec: Any) -> list[dict[str, Any]]:
     docs = load_paths([str(BUNDLE), str(CA_SECRETS)])
     for doc in docs:
         if doc["kind"] == "KubeadmConfig":
-            doc["spec"].pop("diskSetup", None)  # not rendered for Ignition (refused below)
-            doc["spec"].pop("mounts", None)
+            doc["spec"].pop("diskSetup", None)  # its partition: auto is refused for Ignition
+            doc["spec"].pop("mounts", None)  # (both tested on their own below)
             if as_ignition:
                 doc["spec"]["format"] = "ignition"
             doc["spec"].update(spec)
@@ -136,9 +136,9 @@ def apply(config: bytes, tmp_path: Path) -> Path:
     return tmp_path / "root"
 
 
-RELOCATED = {
-    "/run/kubeadm/kubeadm.yaml": "/etc/kubeadm/kubeadm.yaml",
-    "/run/kubeadm/kubeadm-join-config.yaml": "/etc/kubeadm/kubeadm-join-config.yaml",
+RELOCATED = {  # CABPK's Ignition path, where the providers' pre-commands edit it
+    "/run/kubeadm/kubeadm.yaml": "/etc/kubeadm.yml",
+    "/run/kubeadm/kubeadm-join-config.yaml": "/etc/kubeadm.yml",
 }
 
 
@@ -184,9 +184,17 @@ def test_real_ignition_writes_what_the_cloud_config_writes(
     assert (root / "etc/sudoers.d/90-nodesmith-ops").read_text() == "ops ALL=(ALL) NOPASSWD:ALL\n"
     assert (root / "etc/sudoers.d/90-nodesmith-ops").stat().st_mode & 0o777 == 0o440
     preset = (root / "etc/systemd/system-preset/20-ignition.preset").read_text().split("\n")
-    assert {"enable nodesmith-bootstrap.service", "enable nodesmith-bootcmd.service"} <= set(preset)
-    unit = (root / "etc/systemd/system/nodesmith-bootstrap.service").read_text()
-    assert "ExecStart=/opt/bin/nodesmith-bootstrap /etc/nodesmith/bootstrap.env" in unit
+    assert {"enable kubeadm.service", "enable nodesmith-bootcmd.service"} <= set(preset)
+    unit = (root / "etc/systemd/system/kubeadm.service").read_text()  # CABPK's unit and script
+    assert "ExecStart=/etc/kubeadm.sh" in unit
+    kubeadm_sh = root / "etc/kubeadm.sh"
+    assert kubeadm_sh.stat().st_mode & 0o777 == 0o700
+    assert kubeadm_sh.read_text().splitlines() == [
+        "#!/bin/bash",
+        "# nodesmith: runs, with retries and a status in /run/cluster-api:",
+        "#   " + " ".join(command),  # CAPV's kube-vip script greps it for "kubeadm init"
+        "exec /opt/bin/nodesmith-bootstrap /etc/nodesmith/bootstrap.env",
+    ]
     assert "Environment=PATH=/opt/bin:" in unit  # where Flatcar keeps kubeadm
     assert (root / "etc/nodesmith/bootcmd.sh").read_text() == "\n".join(cc["bootcmd"]) + "\n"
     ntp = (root / "etc/systemd/timesyncd.conf.d/nodesmith.conf").read_text()
@@ -214,15 +222,33 @@ def test_the_data_secret_says_ignition() -> None:
     assert secret["data"]["format"] == "aWduaXRpb24="  # base64 of "ignition"
 
 
+CLC = "spec.ignition.containerLinuxConfig.additionalConfig"
+
+
+def _clc(text: str) -> dict[str, Any]:
+    return {"ignition": {"containerLinuxConfig": {"additionalConfig": text}}}
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"diskSetup": {"filesystems": [{"device": "/dev/vdb", "filesystem": "ext4"}]}},
-         "spec.diskSetup"),
-        ({"mounts": [["LABEL=data", "/data"]]}, "spec.mounts"),
-        ({"ignition": {"containerLinuxConfig": {"additionalConfig": "systemd: {}"}}},
-         "spec.ignition.containerLinuxConfig.additionalConfig"),
+        ({"diskSetup": {"partitions": [{"device": "/dev/vdb", "layout": True,
+                                        "tableType": "mbr"}]}},
+         "spec.diskSetup.partitions[0].tableType"),
+        ({"diskSetup": {"filesystems": [{"device": "/dev/vdb", "filesystem": "ext4",
+                                         "partition": "auto"}]}},
+         "spec.diskSetup.filesystems[0].partition"),
+        ({"diskSetup": {"filesystems": [{"device": "/dev/vdb", "filesystem": "ext4",
+                                         "replaceFS": "ntfs"}]}},
+         "spec.diskSetup.filesystems[0].replaceFS"),
         ({"preKubeadmCommands": ["echo {{ ds.meta_data.local_hostname }}"]}, "spec"),
+        (_clc("etcd:\n  version: 3.5.0\n"), f"{CLC}.etcd"),
+        (_clc("storage:\n  raid: []\n"), f"{CLC}.storage.raid"),
+        (_clc("storage:\n  files:\n  - path: /x\n    filesystem: oem\n"),
+         f"{CLC}.storage.files[0].filesystem"),
+        (_clc("storage:\n  files:\n  - path: /etc/kubeadm.sh\n"), f"{CLC}.storage.files[0].path"),
+        (_clc("systemd:\n  units:\n  - name: kubeadm.service\n    contents: x\n"),
+         f"{CLC}.systemd.units[0]"),
     ],
 )  # fmt: skip
 def test_what_ignition_cannot_carry_is_refused_by_name(spec: dict[str, Any], field: str) -> None:
@@ -241,3 +267,125 @@ def test_out_dir_names_ignition_files_ign(
     assert cli(["render", "--all", "-f", str(bundle), "--out-dir", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
         "prod_cp-0.ign", "prod_cp-1.ign", "prod_md-0.ign"]  # fmt: skip
+
+
+# ---------------------------------------------------------------- the providers' Flatcar inputs
+
+# What CAPA's and CAPV's Flatcar templates carry (trimmed): a drop-in on CABPK's kubeadm.service
+# with the metadata their envsubst pre-command expands, units, a file, a networkd unit, a user.
+FLATCAR_CLC = """\
+systemd:
+  units:
+  - name: kubeadm.service
+    enabled: true
+    dropins:
+    - name: 10-flatcar.conf
+      contents: |
+        [Unit]
+        Requires=containerd.service coreos-metadata.service
+        After=containerd.service coreos-metadata.service
+        [Service]
+        EnvironmentFile=/run/metadata/flatcar
+  - name: set-hostname.service
+    enabled: true
+    contents: |
+      [Unit]
+      Description=Set the hostname
+      [Service]
+      Type=oneshot
+      ExecStart=/usr/bin/true
+      [Install]
+      WantedBy=multi-user.target
+storage:
+  files:
+  - path: /etc/flatcar/update.conf
+    filesystem: root
+    mode: 0644
+    contents:
+      inline: |
+        REBOOT_STRATEGY=off
+  directories:
+  - path: /var/lib/extra
+    mode: 0750
+networkd:
+  units:
+  - name: 00-eth0.network
+    contents: |
+      [Match]
+      Name=eth0
+      [Network]
+      DHCP=yes
+passwd:
+  users:
+  - name: core
+    ssh_authorized_keys:
+    - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl core
+"""
+FLATCAR_PRE = ["envsubst < /etc/kubeadm.yml > /etc/kubeadm.yml.tmp",
+               "mv /etc/kubeadm.yml.tmp /etc/kubeadm.yml"]  # fmt: skip
+# CAPZ's Flatcar control plane: an etcd data disk, made and mounted before kubeadm runs.
+CAPZ_DISKS = {
+    "diskSetup": {
+        "partitions": [{"device": "/dev/disk/azure/scsi1/lun0", "layout": True,
+                        "overwrite": False, "tableType": "gpt"}],
+        "filesystems": [{"device": "/dev/disk/azure/scsi1/lun0", "filesystem": "ext4",
+                         "label": "etcd_disk", "overwrite": False,
+                         "extraOpts": ["-E", "lazy_itable_init=1,lazy_journal_init=1"]}],
+    },
+    "mounts": [["etcd_disk", "/var/lib/etcddisk"]],
+}  # fmt: skip
+
+
+def _flatcar(machine: str, **spec: Any) -> RenderResult:
+    batch = render_all(Bundle(objects(**spec)), MACHINES, RenderOptions(now=FIXED_NOW))
+    assert not batch.failures, batch.failures
+    return next(r for r in batch.results if r.machine == machine)
+
+
+def test_a_flatcar_templates_config_is_merged_validated_and_written(scratch: Path) -> None:
+    result = _flatcar("prod/md-0", preKubeadmCommands=FLATCAR_PRE, **_clc(FLATCAR_CLC))
+    assert validate(result.userdata, scratch) == (0, "")
+    config = json.loads(result.userdata)
+    (unit,) = [u for u in config["systemd"]["units"] if u["name"] == "kubeadm.service"]
+    assert unit["dropins"][0]["name"] == "10-flatcar.conf"  # on nodesmith's own unit
+    assert "ExecStart=/etc/kubeadm.sh" in unit["contents"]
+    root = apply(result.userdata, scratch)
+    dropin = root / "etc/systemd/system/kubeadm.service.d/10-flatcar.conf"
+    assert "EnvironmentFile=/run/metadata/flatcar" in dropin.read_text()
+    assert (root / "etc/systemd/system/set-hostname.service").is_file()
+    update = root / "etc/flatcar/update.conf"
+    assert update.read_text() == "REBOOT_STRATEGY=off\n" and update.stat().st_mode & 0o777 == 0o644
+    assert (root / "var/lib/extra").stat().st_mode & 0o777 == 0o750
+    assert "DHCP=yes" in (root / "etc/systemd/network/00-eth0.network").read_text()
+    assert "\ncore:" in (root / "etc/passwd").read_text()
+    # the providers' pre-commands edit the file kubeadm reads, where they expect it
+    env = (root / "etc/nodesmith/bootstrap.env").read_text()
+    assert "envsubst < /etc/kubeadm.yml" in env and "/etc/kubeadm.yml" in env
+    assert (root / "etc/kubeadm.yml").stat().st_mode & 0o777 == 0o600
+
+
+def test_diskSetup_and_mounts_become_disks_filesystems_and_a_mount_kubeadm_waits_for(
+    scratch: Path,
+) -> None:
+    result = _flatcar("prod/cp-0", **CAPZ_DISKS)
+    assert validate(result.userdata, scratch) == (0, "")
+    config = json.loads(result.userdata)
+    assert config["storage"]["disks"] == [
+        {"device": "/dev/disk/azure/scsi1/lun0", "wipeTable": False, "partitions": [{"number": 1}]}
+    ]
+    assert config["storage"]["filesystems"] == [
+        {
+            "device": "/dev/disk/azure/scsi1/lun0",
+            "format": "ext4",
+            "label": "etcd_disk",
+            "wipeFilesystem": False,
+            "options": ["-E", "lazy_itable_init=1,lazy_journal_init=1"],
+        }
+    ]
+    units = {u["name"]: u for u in config["systemd"]["units"]}
+    mount = units["var-lib-etcddisk.mount"]
+    assert mount["enabled"] is True
+    assert "What=/dev/disk/by-label/etcd_disk\nWhere=/var/lib/etcddisk\n" in mount["contents"]
+    assert "RequiresMountsFor=/var/lib/etcddisk" in units["kubeadm.service"]["contents"]
+    assert subprocess.run(["systemd-escape", "--path", "--suffix=mount", "/var/lib/etcddisk"],
+                          capture_output=True, text=True).stdout.strip() in units  # fmt: skip
