@@ -400,9 +400,23 @@ def wait_ready(run: ClusterRun, deadline: float, progress: Progress) -> None:
     )
 
 
+def static_pods(run: ClusterRun) -> dict[str, list[str]]:
+    """Node name -> the static pods its kubelet runs (their mirror pods in the API server),
+    kubeadm's and the user's files' alike."""
+    items = json.loads(run.kubectl("get", "pods", "--all-namespaces", "-o", "json"))["items"]
+    out: dict[str, list[str]] = {}
+    for pod in items:
+        meta = pod.get("metadata") or {}
+        if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            out.setdefault(node, []).append(f"{meta.get('namespace')}/{meta.get('name')}")
+    return {node: sorted(pods) for node, pods in out.items()}
+
+
 def report(run: ClusterRun) -> dict[str, Any]:
     """What the cluster looks like through its API server, and each node's timeline."""
     found = nodes_status(run)
+    mirrors = static_pods(run)
     out = []
     for node in run.nodes:
         obj = found.get(node.name, {})
@@ -416,6 +430,8 @@ def report(run: ClusterRun) -> dict[str, Any]:
                 "ready": _ready_since(obj) is not None,
                 "kubelet": info.get("kubeletVersion"),
                 "containerRuntime": info.get("containerRuntimeVersion"),
+                "labels": dict((obj.get("metadata") or {}).get("labels") or {}),
+                "staticPods": mirrors.get(node.name, []),
                 "timeline": node.timeline,
             }
         )

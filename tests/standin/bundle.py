@@ -50,16 +50,10 @@ def standin_files(control: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def worker_bundle(
-    dest: Path,
-    machines: dict[str, dict[str, Any]],
-    *,
-    backoff: int = 1,
-    deadline: int = 120,
-    spec: dict[str, dict[str, Any]] | None = None,
+    dest: Path, machines: dict[str, dict[str, Any]], *, backoff: int = 1, deadline: int = 120
 ) -> Path:
     """Write examples' Cluster (initialized) plus one worker Machine/KubeadmConfig per entry of
-    ``machines`` (name -> stand-in control) to ``dest/bundle.yaml``; ``spec`` adds ``files``
-    and ``preKubeadmCommands`` to a Machine's config (name -> {field: [items]})."""
+    ``machines`` (name -> stand-in control) to ``dest/bundle.yaml``."""
     objects = _load("cluster.yaml")
     # The stand-in control plane "exists": the workers join now instead of waiting for it.
     cluster = next(o for o in objects if o["kind"] == "Cluster")
@@ -82,8 +76,6 @@ def worker_bundle(
         c = copy.deepcopy(config)
         c["metadata"]["name"] = name
         c["spec"]["files"] = list(c["spec"].get("files", [])) + standin_files(control)
-        for field, items in (spec or {}).get(name, {}).items():
-            c["spec"][field] = list(c["spec"].get(field, [])) + items
         objects += [m, c]
     objects += others
     dest.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,11 @@ def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
         ("demo-cp-0", "init-control-plane", True, "v1.20.2"),
         ("demo-md-0", "worker-join", True, "v1.20.2"),
     }
+    # the worker's pre-command edited the kubeadm file where CABPK writes it (sed -i), and the
+    # real kubeadm joined with the edit; the static pod from its files runs under its kubelet
+    worker = next(n for n in result["nodes"] if n["name"] == "demo-md-0")
+    assert worker["labels"]["nodesmith.dev/kubeadm-file"] == "edited"
+    assert "kube-system/nodesmith-static-demo-md-0" in worker["staticPods"]
     # each node's own report, recorded by the controller on its KubeadmConfig
     assert result["management"]["bootstrapSucceeded"] == {
         "default/demo-cp-0": {"status": "True", "reason": "Bootstrapped"},

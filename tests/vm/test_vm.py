@@ -48,16 +48,10 @@ REPO = Path(__file__).resolve().parents[2]
 NODESMITH = str(Path(sys.executable).parent / "nodesmith")
 RENDER_FLAGS = ["--no-image-manifest", "--unsafe-skip-ca-verification", "--ssh-timeout", "900"]
 BACKOFF = 1  # seconds, from the Machine annotation bootstrap.nodesmith.dev/retry-backoff
-# What CAPV's and CAPZ's templates do: a static pod in the user's files (kube-vip), and a
-# pre-command editing the kubeadm file where CABPK writes it (sed -i).
-EDITED_LABELS = "nodesmith.dev/pool=md-0,nodesmith.dev/edited=by-pre-command"
-USER_STATIC_POD_AND_EDIT = {
-    "files": [{"path": "/etc/kubernetes/manifests/kube-vip.yaml", "permissions": "0600",
-               "content": "apiVersion: v1\nkind: Pod\nmetadata: {name: kube-vip}\n"}],
-    "preKubeadmCommands": [
-        f"sed -i 's|nodesmith.dev/pool=md-0|{EDITED_LABELS}|' "
-        "/run/kubeadm/kubeadm-join-config.yaml"],
-}  # fmt: skip
+# examples/worker.yaml does what CAPV's and CAPZ's templates do: a static pod in the user's
+# files (as kube-vip), and a pre-command editing the kubeadm file where CABPK writes it (sed -i).
+EDITED_LABELS = "nodesmith.dev/pool=md-0,nodesmith.dev/kubeadm-file=edited"
+USER_STATIC_POD = "nodesmith-static.yaml"
 
 
 @dataclass
@@ -105,7 +99,6 @@ def booted(built_image: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "worker-b": {"mode": "succeed"},
         },
         backoff=BACKOFF,
-        spec={"worker-a": USER_STATIC_POD_AND_EDIT},
     )
     junit, report = work / "b.xml", work / "b.json"
     up = subprocess.Popen(
@@ -245,7 +238,7 @@ def test_standin_transient_failures_then_success_via_cloud_init(booted: Booted) 
     # every try read the file as the pre-command edited it, and found the user's static pod,
     # which each reset (emptying the manifests directory, as kubeadm's) had removed
     assert [c["kubeletExtraArgs"]["node-labels"] for c in joins] == [EDITED_LABELS] * 3
-    assert [c["staticPods"] for c in joins] == [["kube-vip.yaml"]] * 3
+    assert [c["staticPods"] for c in joins] == [[USER_STATIC_POD]] * 3
 
 
 def test_verify_host_against_running_node(booted: Booted, tmp_path: Path) -> None:
