@@ -7,7 +7,7 @@
 # by nodesmith with every value shell-quoted), and output that is not UTF-8 loses the bytes
 # that are not (iconv -c) where Python puts U+FFFD.
 #
-# Run by nodesmith-bootstrap.service with the path of its config. Uses bash, coreutils,
+# Run by /etc/kubeadm.sh (CABPK's, from kubeadm.service) with the path of its config. Uses bash, coreutils,
 # util-linux (setsid), GNU sed and grep, iconv and (for reports) curl: all in Flatcar's base
 # image.
 

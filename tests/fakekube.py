@@ -38,8 +38,10 @@ def _merge(target: Obj, patch: Obj) -> None:
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+        elif isinstance(value, dict):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
+            _merge(target[key], value)  # a new mapping's nulls are dropped too
         else:
             target[key] = copy.deepcopy(value)
 

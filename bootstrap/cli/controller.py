@@ -1,4 +1,4 @@
-"""``nodesmith controller run|manifests``: the Cluster API bootstrap provider."""
+"""``nodesmith controller run|manifests|image``: the Cluster API bootstrap provider."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bootstrap import __version__
 from bootstrap.errors import bad_usage
 
 _DURATION = re.compile(r"^(\d{1,6})(s|m|h)$")
@@ -161,6 +162,21 @@ def _manifests(args: argparse.Namespace) -> int:
     return 0
 
 
+def _image(args: argparse.Namespace) -> int:
+    from bootstrap.fsutil import default_cache_dir
+    from bootstrap.image.container import build
+
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", args.tag):
+        raise bad_usage("--tag", args.tag, "is not an image tag")
+    image = build(
+        args.output, tag=args.tag, mirror=args.mirror, force=args.force,
+        cache_dir=default_cache_dir(),
+    )  # fmt: skip
+    size_mib = image.size / (1 << 20)
+    print(f"{image.archive} sha256:{image.sha256} {size_mib:.1f} MiB (tag {image.tag})")
+    return 0
+
+
 def register(sub: Any) -> None:
     parser = sub.add_parser("controller", help="the Cluster API bootstrap provider controller")
     commands = parser.add_subparsers(dest="controller_command", metavar="COMMAND", required=True)
@@ -236,3 +252,14 @@ def register(sub: Any) -> None:
         help="how the endpoint's Service is exposed (default LoadBalancer: nodes are outside)",
     )
     show.set_defaults(func=_manifests)
+
+    image = commands.add_parser(
+        "image",
+        help="build the controller's container image (OCI archive) without Docker: "
+        "mmdebstrap + umoci, as the Containerfile says",
+    )
+    image.add_argument("--output", type=Path, default=Path("build/controller-image"))
+    image.add_argument("--tag", default=__version__)
+    image.add_argument("--mirror", help="Debian mirror URL (default: the host's apt sources)")
+    image.add_argument("--force", action="store_true", help="replace an existing --output")
+    image.set_defaults(func=_image)

@@ -80,7 +80,10 @@ def _generation_same(new: Obj, old: Obj | None) -> bool:
     generation, labels, annotations and owners are what a reconcile judges."""
     if old is None:
         return False
-    n, o = parse_stored(new), parse_stored(old)
+    try:
+        n, o = parse_stored(new), parse_stored(old)
+    except NodesmithError:
+        return False  # reconcile it: its reconcile says what is wrong
     return (n.generation, n.labels, n.annotations, n.owners) == (
         o.generation,
         o.labels,
@@ -171,12 +174,13 @@ class Controller:
         or by the ``cluster.x-k8s.io/cluster-name`` label, as the reconcile reads them."""
         namespace, name = key_of(obj)
         for doc in self.caches.machines.items():
-            machine = _machine(doc)
-            if (
-                machine is not None
-                and machine.ref.namespace == namespace
-                and machine.cluster_name == name
-            ):
+            if key_of(doc)[0] != namespace:
+                continue  # a Machine's Cluster is in its own namespace: no need to parse it
+            try:  # the facts alone (what objects.Machine's cluster_name is computed from)
+                named = parse_stored(doc).cluster_name
+            except NodesmithError:
+                continue
+            if named == name:
                 self._on_machine(kind, doc, None)
 
     def _on_secret(self, kind: str, obj: Obj, old: Obj | None) -> None:

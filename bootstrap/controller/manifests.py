@@ -317,9 +317,17 @@ def deployment(
         "args": [
             "controller",
             "run",
-            f"--leader-election-namespace={namespace}",
+            # the Pod's own namespace (downward API): right under clusterctl's
+            # --target-namespace too, which moves the objects but rewrites no args
+            "--leader-election-namespace=$(POD_NAMESPACE)",
             "--metrics-bind=0.0.0.0:8080",
             *(_report_args(report) if report else []),
+        ],
+        "env": [
+            {
+                "name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            }
         ],
         "ports": [
             {"name": "metrics", "containerPort": 8080},

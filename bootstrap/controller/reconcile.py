@@ -37,7 +37,7 @@ from bootstrap.controller.reports import Credentials
 from bootstrap.controller.scope import Caches, Key, Scope
 from bootstrap.controller.store import TOKEN_ID_ANNOTATION, SecretStore
 from bootstrap.controller.workload import Workloads
-from bootstrap.errors import TerminalError, TransientError
+from bootstrap.errors import NodesmithError, TerminalError, TransientError
 from bootstrap.render.decide import decide
 from bootstrap.render.objects import Cluster, parse_stored
 from bootstrap.render.pipeline import plan_for, render_machine
@@ -99,7 +99,10 @@ class Reconciler:
 
     def reconcile(self, key: Key) -> Outcome:
         inputs_changed = self._take_inputs_changed(key)
-        found = scope.load(self.caches, key)
+        try:
+            found = scope.load(self.caches, key)
+        except NodesmithError as exc:  # metadata the API server should never have let by
+            return Outcome("ignored", exc.reason)
         if isinstance(found, str):
             return Outcome("ignored", found)
         try:
@@ -116,15 +119,10 @@ class Reconciler:
         """What to do and which status to write; raises only ``ApiError``."""
         generation = sc.stored.generation
         try:
+            settled = self._settled(sc, inputs_changed)
+            if settled is not None:
+                return settled
             cluster = scope.cluster(sc, self.caches.clusters)
-            if cluster.paused or sc.stored.paused:
-                return Outcome("ignored", "Paused")
-            if sc.stored.latched_failure and not inputs_changed:
-                return Outcome("failed", str(sc.stored.failure_reason))
-            if sc.stored.ready and sc.stored.data_secret_name:
-                secret = self.caches.secrets.get(sc.namespace, sc.stored.data_secret_name)
-                if secret is not None:
-                    return self._keep_token(sc, cluster, secret)
             if not cluster.infrastructure_ready:
                 raise TransientError(
                     "the Cluster's infrastructure is not ready yet",
@@ -149,6 +147,26 @@ class Reconciler:
                 waiting_on=scope.waiting_on(sc, self.caches.secrets),
                 status=status.not_ready(sc.status, generation, exc),
             )
+
+    def _settled(self, sc: Scope, inputs_changed: bool) -> Outcome | None:
+        """What is decided before the inputs are validated in full, from the facts the API
+        server guarantees: a paused Cluster (or config) is left alone, a latched terminal
+        failure stays, a config with its data Secret only keeps its token alive. A Cluster
+        edited into something nodesmith would refuse must not fail a config that is paused
+        or done. None: judge it in full (a missing Cluster, too, which that judges)."""
+        cluster_name = sc.machine_stored.cluster_name
+        cluster_doc = self.caches.clusters.get(sc.namespace, cluster_name) if cluster_name else None
+        if cluster_doc is None:
+            return None
+        if parse_stored(cluster_doc).paused or sc.stored.paused:
+            return Outcome("ignored", "Paused")
+        if sc.stored.latched_failure and not inputs_changed:
+            return Outcome("failed", str(sc.stored.failure_reason))
+        if sc.stored.ready and sc.stored.data_secret_name:
+            secret = self.caches.secrets.get(sc.namespace, sc.stored.data_secret_name)
+            if secret is not None:
+                return self._keep_token(sc, str(cluster_name), secret)
+        return None
 
     def _render(self, sc: Scope, cluster: Cluster) -> Outcome:
         """Plan, decide and render as ``nodesmith render`` does; store what it made."""
@@ -189,15 +207,15 @@ class Reconciler:
             ca=self.settings.report_ca,
         )
 
-    def _keep_token(self, sc: Scope, cluster: Cluster, secret: Obj) -> Outcome:
+    def _keep_token(self, sc: Scope, cluster: str, secret: Obj) -> Outcome:
         """A written config: keep its token alive while the Machine has no Node (CABPK)."""
         token = parse_token_id(secret)
         if not token:
             return Outcome("ready", "Unchanged")
-        if sc.machine().has_node:
+        if sc.machine_stored.has_node:
             return Outcome("ready", "NodeJoined")  # let the token expire
         reason, after = self.workloads.keep_alive(
-            sc.namespace, cluster.name, token, self.settings.token_ttl
+            sc.namespace, cluster, token, self.settings.token_ttl
         )
         return Outcome("ready", reason, requeue_after=after)
 

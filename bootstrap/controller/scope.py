@@ -46,6 +46,7 @@ class Scope:
     doc: Obj  # the KubeadmConfig as cached: its status is written over its resourceVersion
     stored: Stored
     machine_name: str
+    machine_stored: Stored  # the Machine's facts no validation of its spec can fail
     bundle: Bundle = field(repr=False)
 
     @property
@@ -85,7 +86,7 @@ def load(caches: Caches, key: Key) -> Scope | str:
     machine = caches.machines.get(key[0], owner)
     if machine is None:
         return "MachineNotFound"
-    return Scope(key, doc, stored, owner, Bundle([machine, doc]))
+    return Scope(key, doc, stored, owner, parse_stored(machine), Bundle([machine, doc]))
 
 
 def cluster(scope: Scope, clusters: Cache) -> Cluster:

@@ -106,9 +106,12 @@ class StagedBuild:
         self.progress.timings["total"] = round(time.monotonic() - self._t0, 1)
         return described
 
-    def publish(self, manifest: ImageManifest) -> Path:
-        """Write manifest.json and build.log, then move the whole directory into place."""
-        (self.staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
+    def publish(self, manifest: ImageManifest | None) -> Path:
+        """Write manifest.json (a node image's) and build.log, then move the whole directory
+        into place."""
+        if manifest is not None:
+            (self.staging / "manifest.json").write_text(manifest.to_json() + "\n", encoding="utf-8")
+        self.progress.timings.setdefault("total", round(time.monotonic() - self._t0, 1))
         self.progress.say(f"total {self.progress.timings['total']:.1f}s")
         self.progress.close()
         shutil.copyfile(self.log_path, self.staging / "build.log")

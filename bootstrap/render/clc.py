@@ -37,6 +37,13 @@ from bootstrap.render.objects import validation_error
 FIELD = "spec.ignition.containerLinuxConfig.additionalConfig"
 MAX_CHARS = 32768  # CABPK's limit for the snippet
 MAX_VALUES = 100_000  # what YAML aliases may expand it to
+# ct's names for partition types, as the GUIDs Ignition v3 takes
+TYPE_ALIASES = {
+    "raid_containing_root": "be9067b9-ea49-4f15-b4f6-f36f8c9e1818",
+    "linux_filesystem_data": "0fc63daf-8483-4772-8e79-3d69d8477de4",
+    "swap_partition": "0657fd6d-a4ab-43c4-84e5-0933c84b4f4f",
+    "raid_partition": "a19d880f-05fc-4d3b-a006-743f0f84911e",
+}
 _SIZE = re.compile(r"^(\d+)\s*(KiB|MiB|GiB|TiB)$")
 _MIB = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024, "TiB": 1024 * 1024}
 
@@ -44,7 +51,7 @@ _MIB = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024, "TiB": 1024 * 1024}
 class _Clc(BaseModel):
     """A Container Linux Config structure: every field known (``ct`` is strict too)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 class _Owner(_Clc):
@@ -234,7 +241,8 @@ def parse(text: str, ref: ObjectRef) -> _Config:
     for key, what in _REFUSED.items():
         if key in doc:
             raise _refuse(ref, key, f"is {what}, which nodesmith does not translate to Ignition v3")
-    if "raid" in (doc.get("storage") or {}):
+    storage = doc.get("storage")
+    if isinstance(storage, dict) and "raid" in storage:
         raise _refuse(ref, "storage.raid", "RAID arrays are not translated to Ignition v3")
     try:
         return _Config.model_validate(doc)
@@ -338,7 +346,8 @@ def translate(config: _Config, ref: ObjectRef) -> dict[str, Any]:
         parts = []
         for j, p in enumerate(disk.partitions):
             where = f"storage.disks[{i}].partitions[{j}]"
-            part = {"label": p.label, "number": p.number, "typeGuid": p.type_guid,
+            type_guid = TYPE_ALIASES.get(p.type_guid or "", p.type_guid)
+            part = {"label": p.label, "number": p.number, "typeGuid": type_guid,
                     "guid": p.guid, "sizeMiB": _mib(p.size, ref, f"{where}.size"),
                     "startMiB": _mib(p.start, ref, f"{where}.start")}  # fmt: skip
             parts.append({k: v for k, v in part.items() if v is not None})
@@ -387,11 +396,41 @@ def translate(config: _Config, ref: ObjectRef) -> dict[str, Any]:
         entry = {"name": group.name, "gid": group.gid, "passwordHash": group.password_hash,
                  "system": group.system}  # fmt: skip
         groups.append({k: v for k, v in entry.items() if v is not None})
+    _one_entry_a_path(storage, ref)
+    seen_units: set[str] = set()
+    for i, unit_entry in enumerate(units):
+        if unit_entry["name"] in seen_units:
+            raise _refuse(ref, f"systemd.units[{i}].name", f"repeats {unit_entry['name']!r}: "
+                          "Ignition v3 takes one entry a unit")  # fmt: skip
+        seen_units.add(unit_entry["name"])
     return {
         "storage": {k: v for k, v in storage.items() if v},
         "systemd": {"units": units} if units else {},
         "passwd": {k: v for k, v in (("users", users), ("groups", groups)) if v},
     }
+
+
+def _one_entry_a_path(storage: dict[str, list[dict[str, Any]]], ref: ObjectRef) -> None:
+    """Ignition v3 refuses two entries for one path (v2 took them): appends to one file
+    become one entry's ``append`` list; any other repeat is refused, naming it."""
+    files: list[dict[str, Any]] = []
+    appended: dict[str, dict[str, Any]] = {}
+    for entry in storage["files"]:
+        earlier = appended.get(entry["path"])
+        if earlier is not None and "append" in entry:
+            earlier["append"].extend(entry["append"])
+            continue
+        if "append" in entry:
+            appended[entry["path"]] = entry
+        files.append(entry)
+    storage["files"] = files
+    seen: set[str] = set()
+    for kind in ("files", "directories", "links"):
+        for i, entry in enumerate(storage[kind]):
+            if entry["path"] in seen:
+                raise _refuse(ref, f"storage.{kind}[{i}].path", f"repeats {entry['path']!r}: "
+                              "Ignition v3 takes one entry a path")  # fmt: skip
+            seen.add(entry["path"])
 
 
 def merge(ours: dict[str, Any], theirs: dict[str, Any], ref: ObjectRef) -> None:

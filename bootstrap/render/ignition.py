@@ -29,6 +29,7 @@ import base64
 import functools
 import gzip
 import json
+import posixpath
 import urllib.parse
 from typing import Any
 
@@ -172,14 +173,15 @@ def unit_name(path: str) -> str:
     return "".join(out) + ".mount"
 
 
-def _what(source: str, labels: dict[str, str]) -> str:
-    """A cloud-init mount's first field as the device systemd mounts."""
-    if source in labels:  # a diskSetup filesystem's label, as CABPK maps it
-        return f"/dev/disk/by-label/{source}"
+def _what(source: str) -> str:
+    """A cloud-init mount's first field as the device systemd mounts: a path as it is, else a
+    filesystem label (a diskSetup one, as CABPK maps it), ``LABEL=`` or ``UUID=``."""
+    if source.startswith("/"):
+        return source
     for prefix, folder in (("LABEL=", "by-label"), ("UUID=", "by-uuid")):
         if source.startswith(prefix):
             return f"/dev/disk/{folder}/{source[len(prefix) :]}"
-    return source
+    return f"/dev/disk/by-label/{source}"
 
 
 def disks(sections: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -198,13 +200,11 @@ def disks(sections: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
         out.append(entry)
     if out:
         storage["disks"] = out
-    labels: dict[str, str] = {}
     filesystems = []
     for fs in sections.get("fs_setup") or []:
         item: dict[str, Any] = {"device": fs["device"], "format": fs["filesystem"]}
         if fs.get("label"):
             item["label"] = fs["label"]
-            labels[fs["label"]] = fs["device"]
         if fs.get("overwrite") is not None:
             item["wipeFilesystem"] = fs["overwrite"]
         if fs.get("extra_opts"):
@@ -216,8 +216,9 @@ def disks(sections: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     for mount in sections.get("mounts") or []:
         # cloud-init's (fstab's) fields: device, mount point, type, options, dump, pass
         source, where, *rest = mount
+        where = posixpath.normpath(where)  # checked absolute, without blanks (check_ignition)
         lines = ["[Unit]", f"Description=Mount {source}", "[Mount]",
-                 f"What={_what(source, labels)}", f"Where={where}"]  # fmt: skip
+                 f"What={_what(source)}", f"Where={where}"]  # fmt: skip
         if len(rest) > 0 and rest[0] not in ("", "auto"):
             lines.append(f"Type={rest[0]}")
         if len(rest) > 1 and rest[1] not in ("", "defaults"):
@@ -263,8 +264,8 @@ def config(
         files.append(_text_file(NTP_PATH, "[Time]\nNTP=" + " ".join(ntp["servers"]) + "\n", 0o644))
     files.append(_text_file(KUBEADM_SH, kubeadm_sh(command), 0o700))
     storage, mount_units = disks(sections)
-    units = [{"name": UNIT, "enabled": True,
-              "contents": bootstrap_unit([m[1] for m in sections.get("mounts", [])])}]  # fmt: skip
+    mounted = [posixpath.normpath(m[1]) for m in sections.get("mounts", [])]
+    units = [{"name": UNIT, "enabled": True, "contents": bootstrap_unit(mounted)}]
     units += mount_units
     if sections.get("bootcmd"):
         files.append(_text_file(BOOTCMD_PATH, "\n".join(sections["bootcmd"]) + "\n", 0o700))

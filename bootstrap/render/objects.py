@@ -604,7 +604,7 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
         config_ref = None
         provider_config = spec.provider_config or spec.provider_spec
     else:
-        cluster_name = spec.cluster_name or meta.labels.get(CLUSTER_NAME_LABEL)
+        cluster_name = cluster_name_of(spec.cluster_name, meta.labels)
         cluster_field = "spec.clusterName"
         version = spec.version
         version_field = "spec.version"
@@ -630,6 +630,12 @@ def parse_machine(doc: dict[str, Any]) -> Machine:
     )
 
 
+def cluster_name_of(spec_name: str | None, labels: dict[str, str]) -> str | None:
+    """A Machine's Cluster: ``spec.clusterName``, else the ``cluster.x-k8s.io/cluster-name``
+    label (both the render and the controller's event mapping read it here)."""
+    return spec_name or labels.get(CLUSTER_NAME_LABEL)
+
+
 def seed_config(machine: Machine) -> KubeadmConfig:
     """The bootstrap config a seed-era Machine never had: an empty spec under the Machine's
     own name, so what the render says and owns points at the Machine. Everything comes from
@@ -651,7 +657,8 @@ def windows_marker(spec: Any) -> tuple[str, str] | None:
     """The first field saying ``spec`` is for a Windows node, and its value, or None."""
     if not isinstance(spec, dict):
         return None
-    for index, file in enumerate(spec.get("files") or []):
+    files = spec.get("files")
+    for index, file in enumerate(files if isinstance(files, list) else []):
         path = file.get("path") if isinstance(file, dict) else None
         if isinstance(path, str) and _WINDOWS_PATH.match(path):
             return f"spec.files[{index}].path", path
@@ -725,9 +732,16 @@ class _Meta(_Strict):
     owner_references: list[_OwnerRef] = Field(default=[], alias="ownerReferences")
 
 
-class _Status(_Strict):
-    """A KubeadmConfig's status as the controller writes it (v1beta1's words)."""
+class _StoredSpec(_Strict):
+    paused: bool = False  # a Cluster's
+    cluster_name: str | None = Field(default=None, alias="clusterName")  # a Machine's
 
+
+class _Status(_Strict):
+    """A KubeadmConfig's status as the controller writes it (v1beta1's words), and a
+    Machine's node."""
+
+    node_ref: dict[str, Any] | None = Field(default=None, alias="nodeRef")
     ready: bool = False
     data_secret_name: str | None = Field(default=None, alias="dataSecretName")
     failure_reason: str | None = Field(default=None, alias="failureReason")
@@ -736,6 +750,7 @@ class _Status(_Strict):
 
 class _StoredDoc(_Strict):
     metadata: _Meta = _Meta()
+    spec: _StoredSpec = _StoredSpec()
     status: _Status = _Status()
 
 
@@ -745,7 +760,9 @@ class Stored:
 
     A controller needs these facts for objects whose spec it has not validated yet, or never
     will: who owns a KubeadmConfig (a config owned by no Machine is not ours to judge), which
-    generation its status speaks of, which resourceVersion a write must be guarded by.
+    generation its status speaks of, which resourceVersion a write must be guarded by, and
+    whether a Cluster is paused or a Machine has its Node (a paused Cluster, or a config done
+    already, must never be judged by a full validation of what it no longer uses).
     """
 
     namespace: str
@@ -760,6 +777,14 @@ class Stored:
     data_secret_name: str | None
     failure_reason: str | None
     observed_generation: int | None
+    spec_paused: bool = False
+    spec_cluster_name: str | None = None
+    has_node: bool = False
+
+    @property
+    def cluster_name(self) -> str | None:
+        """A Machine's Cluster, by the same rule as :class:`Machine`'s."""
+        return cluster_name_of(self.spec_cluster_name, self.labels)
 
     @property
     def owner_machine(self) -> str | None:
@@ -781,7 +806,8 @@ class Stored:
 
     @property
     def paused(self) -> bool:
-        return PAUSED_ANNOTATION in self.annotations
+        """``spec.paused`` (a Cluster's) or the paused annotation (on any object)."""
+        return self.spec_paused or PAUSED_ANNOTATION in self.annotations
 
     @property
     def latched_failure(self) -> bool:
@@ -808,4 +834,7 @@ def parse_stored(doc: dict[str, Any]) -> Stored:
         data_secret_name=status.data_secret_name,
         failure_reason=status.failure_reason,
         observed_generation=status.observed_generation,
+        spec_paused=parsed.spec.paused,
+        spec_cluster_name=parsed.spec.cluster_name,
+        has_node=bool(status.node_ref),
     )

@@ -10,6 +10,7 @@ bad input, so a failed render can never leave a partial artifact.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,7 @@ class Plan:
     certificates_dir: str = pki.PKI_DIR
     script: dict[str, Any] = field(default_factory=dict)  # the on-node script's config
     ignition: bool = False  # format: ignition (Flatcar): other paths, the bash script
+    snippet: dict[str, Any] | None = None  # additionalConfig as Ignition v3 (checked in plan)
 
     @property
     def role(self) -> str:
@@ -232,13 +234,15 @@ def write_files(plan: Plan, documents: list[dict[str, Any]], path: str, verb: st
     config and the script's config (both 0600: they hold tokens)."""
     spec, ref = plan.ctx.config.spec, plan.ctx.config.ref
     plan.script = script_config(plan, path, verb)
+    reserved_too: set[str] = set()
     if plan.ignition:  # the bash twin reads bash variables
         script_path, config_path = ignition.SCRIPT_PATH, ignition.CONFIG_PATH
+        reserved_too = {ignition.KUBEADM_SH}
         config = shell_config(plan.script)
     else:
         script_path, config_path = SCRIPT_PATH, SCRIPT_CONFIG_PATH
         config = json.dumps(plan.script, indent=2) + "\n"  # read by operators: an item a line
-    reserved = {path, script_path, config_path} | {f["path"] for f in plan.files}
+    reserved = {path, script_path, config_path, *reserved_too} | {f["path"] for f in plan.files}
     return [
         *plan.files,
         *user_files(spec, plan.ctx.secret, ref, reserved),
@@ -300,8 +304,10 @@ def check_ignition(ctx: Context) -> None:
           for i, f in filesystems),
         *((f"spec.diskSetup.filesystems[{i}].replaceFS", f.replace_fs is not None,
            "Ignition has no replaceFS") for i, f in filesystems),
-        *((f"spec.mounts[{i}]", len(m) < 2, "needs a device and a mount point")
-          for i, m in enumerate(spec.mounts)),
+        *((f"spec.mounts[{i}]", len(m) < 2 or not m[1].startswith("/")
+           or any(c.isspace() for c in m[1]),
+           "needs a device and an absolute mount point without blanks (swap entries are not "
+           "rendered for Ignition)") for i, m in enumerate(spec.mounts)),
         ("spec", ctx.config.jinja,
          "uses cloud-init Jinja ({{ }} or {% %}), which Ignition never renders"),
     ]  # fmt: skip
@@ -324,6 +330,27 @@ def additional_config(ctx: Context) -> dict[str, Any] | None:
     if not isinstance(text, str):
         raise invalid(ctx.config.ref, clc.FIELD, text, "must be a string of YAML")
     return clc.translate(clc.parse(text, ctx.config.ref), ctx.config.ref)
+
+
+MANIFESTS_CHECK = "DirAvailable--etc-kubernetes-manifests"
+
+
+def static_pod_warning(ctx: Context) -> list[str]:
+    """``kubeadm join`` refuses a non-empty ``/etc/kubernetes/manifests`` (its preflight's
+    DirAvailable check): a join whose files put a static pod there must ignore that check,
+    as the providers' kube-vip templates do, or it fails on the node."""
+    spec = ctx.config.spec
+    pods = [f.path for f in spec.files if f.path.startswith("/etc/kubernetes/manifests/")]
+    registration = (spec.join_configuration or {}).get("nodeRegistration")
+    ignored = registration.get("ignorePreflightErrors") if isinstance(registration, dict) else None
+    names = {str(x).lower() for x in ignored} if isinstance(ignored, list) else set()
+    if not pods or {MANIFESTS_CHECK.lower(), "all"} & names:
+        return []
+    return [
+        f"spec.files writes {pods[0]}, but kubeadm join refuses a non-empty "
+        f"/etc/kubernetes/manifests: add {MANIFESTS_CHECK} to "
+        "spec.joinConfiguration.nodeRegistration.ignorePreflightErrors"
+    ]
 
 
 def plan_for(ctx: Context, options: RenderOptions) -> Plan:
@@ -353,6 +380,8 @@ def plan_for(ctx: Context, options: RenderOptions) -> Plan:
     plan = Plan(ctx, options, builder, known_socket(runtime, options), install, warnings)
     plan.certificates_dir = certificates_dir(ctx)
     plan.ignition = spec.format == "ignition"
+    if plan.ignition:
+        plan.snippet = additional_config(ctx)
     return plan
 
 
@@ -374,15 +403,16 @@ def render_machine(plan: Plan, decision: Decision) -> RenderResult:
         unused.append("clusterConfiguration")
     for name in unused:
         plan.warnings.append(f"spec.{name} is ignored: this Machine renders {plan.role}")
+    if plan.role != INIT:
+        plan.warnings += static_pod_warning(ctx)
     built = sections(plan)
 
     if plan.ignition:  # the same budget rule: the script compressed only when it must be
-        snippet = additional_config(ctx)
 
         def ignition_with(compressed: bool, warnings: list[str]) -> bytes:
             doc = ignition.config(built, warnings, compressed, plan.script["command"])
-            if snippet is not None:
-                clc.merge(doc, snippet, ctx.config.ref)
+            if plan.snippet is not None:
+                clc.merge(doc, copy.deepcopy(plan.snippet), ctx.config.ref)
             return ignition.dump(doc)
 
         config = ignition_with(False, plan.warnings)

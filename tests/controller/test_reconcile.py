@@ -387,3 +387,27 @@ def test_a_cluster_change_requeues_machines_naming_it_by_label() -> None:
     while len(controller.queue):
         queued.add(controller.queue.get(timeout=0))
     assert queued == {(NS, "by-label"), (NS, "by-spec")}
+
+
+def test_a_paused_or_done_config_is_never_failed_by_a_cluster_nodesmith_would_refuse() -> None:
+    """Paused means hands off, and a written config is done: neither is judged by a full
+    validation of a Cluster edited since into something the render refuses (a bad CIDR)."""
+    bad = {"pods": {"cidrBlocks": ["not-a-cidr"]}}
+    paused = World()
+    with_cluster(V1BETA1, cas, kubeconfig, worker, paused=True)(paused)
+    paused.api.merge_patch(kube.Cluster, CLUSTER, NS, {"spec": {"clusterNetwork": bad}})
+    writes = paused.api.total_writes()
+    assert paused.reconciler().reconcile((NS, "cp-0")).reason == "Paused"
+    assert paused.api.total_writes() == writes
+
+    done = World()
+    with_cluster(V1BETA1, cas, kubeconfig, worker)(done)
+    reconciler = done.reconciler()
+    assert reconciler.reconcile((NS, "cp-0")).result == "ready"
+    done.api.merge_patch(kube.Cluster, CLUSTER, NS, {"spec": {"clusterNetwork": bad}})
+    writes = done.api.total_writes()
+    outcome = reconciler.reconcile((NS, "cp-0"))
+    assert (outcome.result, outcome.reason) == ("ready", "Unchanged")
+    assert done.api.total_writes() == writes
+    status = done.api.get(kube.KubeadmConfig, "cp-0", NS)["status"]  # type: ignore[index]
+    assert status["ready"] is True and "failureReason" not in status

@@ -67,6 +67,16 @@ ROWS: dict[str, tuple[str, dict[str, Any]]] = {
         {"passwd": {"users": [{"name": "ops", "passwordHash": "$6$x", "homeDir": "/home/ops",
                                "noCreateHome": False, "groups": ["sudo"]}],
                     "groups": [{"name": "g", "gid": 1500}]}}),
+    "ct's partition type names become their GUIDs": (
+        "storage: {disks: [{device: /dev/vdb, partitions: [{number: 1,"
+        " type_guid: linux_filesystem_data}]}]}",
+        {"storage": {"disks": [{"device": "/dev/vdb", "partitions": [
+            {"number": 1, "typeGuid": "0fc63daf-8483-4772-8e79-3d69d8477de4"}]}]}}),
+    "two appends to one file become one entry (Ignition v3 takes one a path)": (
+        "storage: {files: [{path: /etc/hosts, append: true, contents: {inline: a}},"
+        " {path: /etc/hosts, append: true, contents: {inline: b}}]}",
+        {"storage": {"files": [{"path": "/etc/hosts", "append": [
+            {"source": "data:,a"}, {"source": "data:,b"}]}]}}),
     "nothing at all": ("", {}),
 }  # fmt: skip
 
@@ -90,6 +100,15 @@ REFUSED = [
     ("storage: {filesystems: [{name: x}]}", f"{FIELD}.storage.filesystems[0]",
      "FormatNotSupported"),
     ("[1, 2]", FIELD, "InvalidField"),
+    ("storage: 5", f"{FIELD}.storage", "InvalidField"),
+    ("storage: {files: [{path: /a, mode: '0644'}]}", f"{FIELD}.storage.files[0].mode",
+     "InvalidField"),  # a string is not a mode: ct refuses it too, never 644 decimal
+    ("systemd: {units: [{name: a.service, enabled: 'yes please'}]}",
+     f"{FIELD}.systemd.units[0].enabled", "InvalidField"),
+    ("storage: {files: [{path: /a}], links: [{path: /a, target: /b}]}",
+     f"{FIELD}.storage.links[0].path", "FormatNotSupported"),
+    ("systemd: {units: [{name: a.service}, {name: a.service}]}", f"{FIELD}.systemd.units[1].name",
+     "FormatNotSupported"),
     ("key: [unclosed", FIELD, "InvalidField"),
     ("a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
      "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"

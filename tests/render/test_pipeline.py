@@ -565,3 +565,25 @@ def test_the_seed_runtime_is_checked_against_the_image(
         ]["content"]
     )
     assert join["nodeRegistration"]["criSocket"] == "unix:///var/run/containerd/containerd.sock"
+
+
+@pytest.mark.parametrize(
+    ("ignored", "warned"),
+    [(None, True), (["FileExisting-crictl"], True), (["DirAvailable--etc-kubernetes-manifests"],
+     False), (["all"], False)],
+)  # fmt: skip
+def test_a_join_with_a_static_pod_is_warned_of_kubeadms_manifests_check(
+    ignored: list[str] | None, warned: bool
+) -> None:
+    docs = objects(INITIALIZED)
+    spec = find(docs, "KubeadmConfig", "md-0")["spec"]
+    spec.setdefault("files", []).append(
+        {"path": "/etc/kubernetes/manifests/kube-vip.yaml", "content": "kind: Pod\n"}
+    )
+    registration = spec["joinConfiguration"].setdefault("nodeRegistration", {})
+    registration.pop("ignorePreflightErrors", None)
+    if ignored is not None:
+        registration["ignorePreflightErrors"] = ignored
+    warnings = render_one(docs, "prod/md-0", OPTIONS).warnings
+    found = [w for w in warnings if "DirAvailable--etc-kubernetes-manifests" in w]
+    assert bool(found) == warned, warnings
