@@ -80,7 +80,8 @@ def mmdebstrap_argv(root: Path, sources: Path, wheels: Path, extra: tuple[str, .
         f"--customize-hook=copy-in {q(str(wheels))} /tmp",
         f'--customize-hook=chroot "$1" python3 -m venv {VENV}',
         f'--customize-hook=chroot "$1" {install} nodesmith=={__version__}',
-        '--customize-hook=chroot "$1" useradd --system --uid 65532 --user-group '
+        '--customize-hook=chroot "$1" groupadd --system --gid 65532 nonroot',
+        '--customize-hook=chroot "$1" useradd --system --uid 65532 --gid 65532 '
         "--no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot",
         '--customize-hook=cd "$1" && rm -rf ' + " ".join(f".{t}" for t in TRIM),
         SUITE,
