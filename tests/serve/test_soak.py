@@ -110,9 +110,9 @@ def _cases() -> list[Case]:
     def ignition(o: list[dict]) -> None:
         o[2]["spec"]["format"] = "ignition"
 
-    def ignition_mounts(o: list[dict]) -> None:  # what Ignition cannot carry is refused
+    def ignition_swap(o: list[dict]) -> None:  # what Ignition cannot carry is refused
         o[2]["spec"]["format"] = "ignition"
-        o[2]["spec"]["mounts"] = [["LABEL=data", "/data"]]
+        o[2]["spec"]["mounts"] = [["swap", "none", "swap", "sw"]]
 
     def unknown_field(o: list[dict]) -> None:
         o[2]["spec"]["joinConfiguration"]["surprise"] = {"a": 1}
@@ -160,7 +160,7 @@ def _cases() -> list[Case]:
         Case("no-ca", 15, 503, _edited(no_ca)),  # the CA may still come: retry later
         Case("bad-ca", 15, 422, _edited(bad_ca)),
         Case("ignition", 10, 200, _edited(ignition)),
-        Case("ignition-mounts", 10, 422, _edited(ignition_mounts)),
+        Case("ignition-swap", 10, 422, _edited(ignition_swap)),
         Case("unknown-field", 15, 422, _edited(unknown_field)),
         Case("bomb-in-config", 10, 400, bomb_in_config),
         Case("no-endpoint", 30, 503, _edited(no_endpoint)),
