@@ -154,9 +154,6 @@ def referenced_secrets(scope: Scope, cluster_name: str) -> set[str]:
 def waiting_on(scope: Scope, secrets: Cache) -> list[Key]:
     """The Secrets a waiting config may be waiting for: those it references that are not there,
     and the cluster's kubeconfig (the workload cluster's way in)."""
-    try:
-        cluster_name = scope.machine().cluster_name or ""
-    except TerminalError:
-        return []  # a malformed Machine waits for nothing but its own fix
+    cluster_name = scope.machine_stored.cluster_name or ""
     names = referenced_secrets(scope, cluster_name) | {f"{cluster_name}-kubeconfig"}
     return [(scope.namespace, n) for n in sorted(names) if secrets.get(scope.namespace, n) is None]

@@ -184,11 +184,14 @@ def _what(source: str) -> str:
     return f"/dev/disk/by-label/{source}"
 
 
-def disks(sections: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def disks(
+    sections: dict[str, Any],
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     """``diskSetup`` and ``mounts`` as Ignition's ``storage.disks``/``filesystems`` and mount
     units, as CABPK's Container Linux template writes them: a ``layout`` disk gets one
     partition filling it (GPT: Ignition's only table), each filesystem is made with its
-    label and options, each mount is a ``.mount`` unit the bootstrap unit waits for."""
+    label and options, each mount is a ``.mount`` unit the bootstrap unit waits for (its
+    mount points, returned third)."""
     storage: dict[str, Any] = {}
     out = []
     for device, disk in (sections.get("disk_setup") or {}).items():
@@ -212,11 +215,12 @@ def disks(sections: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
         filesystems.append(item)
     if filesystems:
         storage["filesystems"] = filesystems
-    units = []
+    units, mounted = [], []
     for mount in sections.get("mounts") or []:
         # cloud-init's (fstab's) fields: device, mount point, type, options, dump, pass
         source, where, *rest = mount
         where = posixpath.normpath(where)  # checked absolute, without blanks (check_ignition)
+        mounted.append(where)
         lines = ["[Unit]", f"Description=Mount {source}", "[Mount]",
                  f"What={_what(source)}", f"Where={where}"]  # fmt: skip
         if len(rest) > 0 and rest[0] not in ("", "auto"):
@@ -225,7 +229,7 @@ def disks(sections: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
             lines.append(f"Options={rest[1]}")
         lines += ["[Install]", "WantedBy=multi-user.target", ""]
         units.append({"name": unit_name(where), "enabled": True, "contents": "\n".join(lines)})
-    return storage, units
+    return storage, units, mounted
 
 
 def bootcmd_unit() -> str:
@@ -263,8 +267,7 @@ def config(
     if ntp and ntp.get("enabled", True) and ntp.get("servers"):
         files.append(_text_file(NTP_PATH, "[Time]\nNTP=" + " ".join(ntp["servers"]) + "\n", 0o644))
     files.append(_text_file(KUBEADM_SH, kubeadm_sh(command), 0o700))
-    storage, mount_units = disks(sections)
-    mounted = [posixpath.normpath(m[1]) for m in sections.get("mounts", [])]
+    storage, mount_units, mounted = disks(sections)
     units = [{"name": UNIT, "enabled": True, "contents": bootstrap_unit(mounted)}]
     units += mount_units
     if sections.get("bootcmd"):
