@@ -8,7 +8,9 @@ and workload API servers are the project's own kube-apiserver v1.20.2 over Debia
 
 Prints: time from the first config created until every data Secret exists, reconcile latency
 p50/p99 (from the controller's own JSON log), API writes per config (its metrics, management
-and workload together, leases excluded) and the controller's peak RSS.
+and workload together, leases excluded), the controller's peak RSS, and the conversion webhook's
+latency p50/p99 (every config is created as v1beta1 and stored as v1beta2 through it; then each
+is read both ways, and each reviewed by the webhook directly).
 
     .venv/bin/python bench/controller.py [--configs 1000] [--late 100]
 """
@@ -17,10 +19,14 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
+import ssl
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -56,6 +62,45 @@ def _writes(metrics: str, cluster: str) -> float:
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _timed(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000
+
+
+def _conversion_latency(bed: Testbed, ns: str, names: list[str]) -> dict[str, list[float]]:
+    """Each rendered config read as stored (v1beta2, no conversion) and as v1beta1 (the API
+    server calls the webhook), one client thread; and the webhook alone, a ConversionReview of
+    the stored object POSTed to it over TLS (the CA from the CRD), as the API server sends it."""
+    crd = bed.admin.get(kube.CRD, f"kubeadmconfigs.{kube.GROUP}") or {}
+    bundle = crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
+    context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
+    url = f"https://127.0.0.1:{bed.webhook_port}/convert"
+    stored, through, direct = [], [], []
+    for name in names:
+        stored.append(_timed(lambda n=name: bed.admin.get(kube.KubeadmConfig, n, ns)))
+        through.append(_timed(lambda n=name: bed.admin.get(kube.KubeadmConfigV1Beta1, n, ns)))
+    for name in names:
+        obj = bed.admin.get(kube.KubeadmConfig, name, ns)
+        body = json.dumps(
+            {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+             "request": {"uid": name, "desiredAPIVersion": f"{kube.GROUP}/v1beta1",
+                         "objects": [obj]}}
+        ).encode()  # fmt: skip
+        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+
+        def post(request: urllib.request.Request = request) -> None:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                assert json.loads(response.read())["response"]["result"]["status"] == "Success"
+
+        direct.append(_timed(post))
+    return {
+        "GET as stored (v1beta2, no conversion)": stored,
+        "GET as v1beta1 (API server -> conversion webhook)": through,
+        "conversion webhook alone (TLS connection + review, rendered configs)": direct,
+    }
 
 
 def main() -> int:
@@ -130,6 +175,7 @@ def main() -> int:
             every = [r["ms"] for r in lines]
             waits = sum(1 for r in lines if r["result"] == "waiting")
             assert controller.stop() == 0
+            conversion = _conversion_latency(bed, ns, names)
         finally:
             bed.stop()
     print(f"configs: {args.configs} ({args.configs - args.late} at once, {args.late} late)")
@@ -149,6 +195,9 @@ def main() -> int:
         f"together {(management + workload) / n:.2f} (target <= 3)"
     )
     print(f"controller RSS: {rss / 1024:.0f} MiB now, peak {peak / 1024:.0f} MiB")
+    for what, values in conversion.items():
+        p50, p99 = statistics.median(values), _pct(values, 0.99)
+        print(f"{what}: p50 {p50:.1f} ms, p99 {p99:.1f} ms ({len(values)} requests)")
     return 0
 
 

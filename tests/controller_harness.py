@@ -24,7 +24,14 @@ from typing import Any
 import yaml
 
 from bootstrap.controller import capi_crds, kube
-from bootstrap.controller.manifests import NAMESPACE, SA_GROUPS, SA_USER, manifests, render_yaml
+from bootstrap.controller.manifests import (
+    NAMESPACE,
+    SA_GROUPS,
+    SA_USER,
+    Webhook,
+    manifests,
+    render_yaml,
+)
 from bootstrap.hostutil import free_port
 from bootstrap.kubernetes.apiserver import APIServer, Etcd
 from bootstrap.render import pki
@@ -44,6 +51,48 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60, every: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(every)
+
+
+def start_webhook(kubeconfig: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """``nodesmith controller webhook`` (self-signed, for 127.0.0.1), up when its CA is in the
+    CRDs and it answers."""
+    import ssl
+    import urllib.request
+
+    out = log.open("ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bootstrap.cli",
+            "controller",
+            "webhook",
+            f"--kubeconfig={kubeconfig}",
+            f"--leader-election-namespace={NAMESPACE}",
+            f"--webhook-bind=127.0.0.1:{port}",
+            "--webhook-self-signed",
+            "--webhook-name=127.0.0.1",
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the webhook exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/healthz", timeout=2, context=insecure
+            ) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    wait_for("the conversion webhook", answers, timeout=60)
+    return process
 
 
 class ControllerProcess:
@@ -133,6 +182,8 @@ class Testbed:
             bin_dir / "kube-apiserver", workdir / "workload", self.etcd, prefix="/workload"
         )
         self.processes: list[ControllerProcess] = []
+        self.webhook_port = free_port()
+        self.webhook: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.etcd.start()
@@ -140,7 +191,11 @@ class Testbed:
         self.workload.start()
         self.admin = kube.Api(kube.connect(self.management.kubeconfig_dict()))
         self.workload_admin = kube.Api(kube.connect(self.workload.kubeconfig_dict()))
-        self.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:test")))
+        # the conversion webhook outside the cluster: the CRDs name its URL, and it makes its
+        # own certificate and writes the CA into them, as the provider's Pod does without
+        # cert-manager; one for the session (the tests read and write v1beta1 through it)
+        hook = Webhook(self_signed=True, url=f"https://127.0.0.1:{self.webhook_port}/convert")
+        self.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:test", hook=hook)))
         self.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
         for crd in (
             "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
@@ -148,8 +203,29 @@ class Testbed:
             "machines.cluster.x-k8s.io",
         ):
             self.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
+        self.webhook = start_webhook(
+            self.management.kubeconfig(SA_USER), self.webhook_port, self.workdir / "webhook.log"
+        )
+        probe = {
+            "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1",
+            "kind": "KubeadmConfig",
+            "metadata": {"name": "conversion-probe", "namespace": "default"},
+            "spec": {},
+        }
+
+        def converts() -> bool:  # the API server has the CA (a CRD update takes a moment)
+            try:
+                self.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe))
+            except AssertionError:
+                return False
+            return True
+
+        wait_for("the API server to trust the conversion webhook", converts, timeout=60)
 
     def stop(self) -> None:
+        if self.webhook is not None and self.webhook.poll() is None:
+            self.webhook.kill()
+            self.webhook.wait()
         for process in self.processes:
             if process.alive():
                 process.stop(signal.SIGKILL)
@@ -317,7 +393,7 @@ class Testbed:
                 }
             ]
         return self.admin.create(
-            kube.KubeadmConfig,
+            kube.KubeadmConfigV1Beta1,
             {
                 "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1",
                 "kind": "KubeadmConfig",
@@ -343,7 +419,7 @@ class Testbed:
         return machine, self.config(namespace, name, machine, spec)
 
     def get_config(self, namespace: str, name: str) -> Obj:
-        found = self.admin.get(kube.KubeadmConfig, name, namespace)
+        found = self.admin.get(kube.KubeadmConfigV1Beta1, name, namespace)
         assert found is not None, f"KubeadmConfig {namespace}/{name} is gone"
         return found
 

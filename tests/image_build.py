@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap.image.container import ARCHIVE
+
 REPO = Path(__file__).resolve().parents[1]
 NODESMITH = str(Path(sys.executable).parent / "nodesmith")
 
@@ -107,24 +109,55 @@ SANDBOX_1_20 = "k8s.gcr.io/pause:3.2"
 
 
 @pytest.fixture(scope="session")
-def cluster_image(kubernetes_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cluster_image(
+    kubernetes_build: Path, controller_image: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """A node image that can really join: kubelet/kubeadm/kubectl v1.20.2 from the cached
-    Kubernetes build (``dir:``, sha256-checked) and its control-plane images preloaded into
-    containerd (``--preload-images``); qcow2 for the qemu cluster test, a box for the Vagrant
+    Kubernetes build (``dir:``, sha256-checked), its control-plane images and the controller's
+    image preloaded into containerd (``--preload-images``: one directory, one SHA256SUMS, as an
+    air-gapped operator assembles it); qcow2 for the qemu cluster tests, a box for the Vagrant
     one. ``NODESMITH_TEST_CLUSTER_IMAGE=dir`` reuses a build."""
     reuse = os.environ.get("NODESMITH_TEST_CLUSTER_IMAGE")
     if reuse:
         return Path(reuse)
     require_build_host()
-    out = Path(tmp_path_factory.mktemp("cluster-image", numbered=True)) / "out"
+    base = Path(tmp_path_factory.mktemp("cluster-image", numbered=True))
+    out = base / "out"
+    preload = base / "preload"
+    preload.mkdir()
+    sums = (kubernetes_build / "images" / "SHA256SUMS").read_text()
+    for archive in [*(kubernetes_build / "images").glob("*.tar"), controller_image / ARCHIVE]:
+        (preload / archive.name).symlink_to(archive)
+    sums += (controller_image / f"{ARCHIVE}.sha256").read_text()
+    (preload / "SHA256SUMS").write_text(sums)
     proc = subprocess.run(
         [NODESMITH, "image", "build", str(REPO / "images/debian-12.yaml"),
          "--kubernetes-source", f"dir:{kubernetes_build / 'bin'}",
          "--kubernetes-version", CLUSTER_VERSION,
-         "--preload-images", str(kubernetes_build / "images"),
+         "--preload-images", str(preload),
          "--sandbox-image", SANDBOX_1_20, "--format", "qcow2,box", "--output", str(out)],
         capture_output=True, text=True, timeout=1800, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
         pytest.fail(f"cluster image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def controller_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The controller's OCI image, built for real once a session (``nodesmith controller
+    image``: mmdebstrap + umoci, tag ``test``): opened by tests/image, run as a Pod by the VM
+    cluster test."""
+    if os.geteuid() != 0 or not shutil.which("mmdebstrap") or not shutil.which("umoci"):
+        pytest.skip("needs root, mmdebstrap and umoci (scripts/setup installs them)")
+    work = tmp_path_factory.mktemp("controller-image")
+    out = work / "out"
+    nodesmith = str(Path(sys.executable).parent / "nodesmith")
+    proc = subprocess.run(
+        [nodesmith, "controller", "image", "--output", str(out), "--tag", "test"],
+        capture_output=True, text=True, timeout=1200,
+        env=dict(os.environ, XDG_CACHE_HOME=str(work / "cache")),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith(f"{out / ARCHIVE} sha256:"), proc.stdout
     return out

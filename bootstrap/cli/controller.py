@@ -77,14 +77,15 @@ def _run(args: argparse.Namespace) -> int:
     report_ca = read_ca("--report-ca", args.report_ca)
     if report_ca is not None and args.report_url is None:
         raise bad_usage("--report-ca", str(args.report_ca), "means nothing without --report-url")
+    webhook = _webhook_options(args)
     options = Options(
+        **webhook,
         kubeconfig=args.kubeconfig,
         namespace=args.namespace or None,
         workers=args.workers,
         metrics_host=host,
         metrics_port=port,
         leader_elect=args.leader_elect,
-        lease_namespace=args.leader_election_namespace,
         lease_name=args.leader_election_id,
         lease_duration=parse_duration("--lease-duration", args.lease_duration).total_seconds(),
         lease_renew=parse_duration("--lease-renew", args.lease_renew).total_seconds(),
@@ -114,8 +115,100 @@ def _run(args: argparse.Namespace) -> int:
     return controller.run()
 
 
+def _webhook_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The conversion webhook's settings, checked: its Secret lives in the Lease's namespace
+    (the Pod's own, as the manifests pass it)."""
+    from bootstrap.controller.manifests import WEBHOOK_SERVICE
+    from bootstrap.render.names import is_subdomain
+
+    host, port = parse_bind("--webhook-bind", args.webhook_bind)
+    if not is_subdomain(args.webhook_secret):
+        raise bad_usage("--webhook-secret", args.webhook_secret, "is not a Secret name")
+    names = list(args.webhook_name or [])
+    if args.webhook_self_signed and port == 0:
+        raise bad_usage("--webhook-self-signed", "", "means nothing without --webhook-bind")
+    if not names:  # the Service the manifests put in front of the webhook
+        ns = args.leader_election_namespace
+        names = [f"{WEBHOOK_SERVICE}.{ns}.svc", f"{WEBHOOK_SERVICE}.{ns}.svc.cluster.local"]
+    return {
+        "webhook_host": host,
+        "webhook_port": port,
+        "webhook_secret": args.webhook_secret,
+        "webhook_self_signed": args.webhook_self_signed,
+        "webhook_names": tuple(names),
+        "webhook_reload": parse_duration("--webhook-reload", args.webhook_reload).total_seconds(),
+        "lease_namespace": args.leader_election_namespace,
+    }
+
+
+def _webhook(args: argparse.Namespace) -> int:
+    """Serve only the conversion webhook (no reconciling, no Lease) until SIGTERM."""
+    import threading
+
+    from bootstrap.controller import kube
+    from bootstrap.controller.manager import Options, serve_webhook
+
+    if args.kubeconfig is not None and not args.kubeconfig.is_file():
+        raise bad_usage("--kubeconfig", str(args.kubeconfig), "is not a file")
+    webhook = _webhook_options(args)
+    if not webhook["webhook_port"]:
+        raise bad_usage("--webhook-bind", args.webhook_bind, "must be HOST:PORT here")
+    if args.kubeconfig is not None:
+        client = kube.connect(args.kubeconfig)
+    else:
+        from lightkube import Client
+
+        client = Client(field_manager="nodesmith")
+    server = serve_webhook(kube.Api(client), Options(**webhook))
+    print(f"conversion webhook on port {server.server_address[1]}", file=sys.stderr, flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stopped.set())
+    stopped.wait()
+    server.shutdown()
+    return 0
+
+
+def _add_webhook_flags(parser: argparse.ArgumentParser, bind: str) -> None:
+    parser.add_argument(
+        "--webhook-bind", default=bind, help="HOST:PORT of the CRD conversion webhook, or 0"
+    )
+    parser.add_argument(
+        "--webhook-secret",
+        default="nodesmith-webhook-service-cert",
+        help="the kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt) in the Lease's namespace "
+        "that the webhook serves with (cert-manager's Certificate writes it)",
+    )
+    parser.add_argument(
+        "--webhook-self-signed",
+        action="store_true",
+        help="no cert-manager: make that Secret (a CA and a serving certificate) if it is "
+        "missing and write its CA into the CRDs' conversion caBundle",
+    )
+    parser.add_argument(
+        "--webhook-reload",
+        default="1m",
+        help="how often the Secret is read again for a renewed certificate (served without a "
+        "restart)",
+    )
+    parser.add_argument(
+        "--webhook-name",
+        action="append",
+        metavar="NAME",
+        help="a DNS name or IP for the self-signed certificate (repeatable; default: the "
+        "webhook Service's names)",
+    )
+
+
 def _manifests(args: argparse.Namespace) -> int:
-    from bootstrap.controller.manifests import NAMESPACE, ReportEndpoint, manifests, render_yaml
+    from bootstrap.controller.manifests import (
+        CERT_MANAGER,
+        NAMESPACE,
+        ReportEndpoint,
+        Webhook,
+        manifests,
+        render_yaml,
+    )
     from bootstrap.render.names import is_subdomain
 
     if args.replicas < 1:
@@ -148,6 +241,12 @@ def _manifests(args: argparse.Namespace) -> int:
     if args.clusterctl is not None:
         from bootstrap.controller.clusterctl import write_release
 
+        if args.webhook_self_signed:
+            raise bad_usage(
+                "--webhook-self-signed",
+                "",
+                "is not for a clusterctl release: clusterctl installs cert-manager first",
+            )
         if args.namespace != NAMESPACE:
             raise bad_usage(
                 "--namespace",
@@ -157,7 +256,8 @@ def _manifests(args: argparse.Namespace) -> int:
         for path in write_release(args.clusterctl, args.image, args.replicas, report):
             print(path)
         return 0
-    objects = manifests(args.image, args.namespace, args.replicas, report)
+    hook = Webhook(self_signed=True) if args.webhook_self_signed else CERT_MANAGER
+    objects = manifests(args.image, args.namespace, args.replicas, report, hook)
     sys.stdout.write(render_yaml(objects))
     return 0
 
@@ -214,12 +314,28 @@ def register(sub: Any) -> None:
         help="CA certificate (PEM) that signed the endpoint's certificate; rendered into the "
         "userdata as the only CA nodes trust for their reports (default: the node's store)",
     )
+    _add_webhook_flags(run, "0")
     run.set_defaults(func=_run)
+
+    hook = commands.add_parser(
+        "webhook", help="serve only the CRD conversion webhook (v1beta1 <-> v1beta2)"
+    )
+    hook.add_argument("--kubeconfig", type=Path, help="default: the in-cluster ServiceAccount")
+    hook.add_argument("--leader-election-namespace", default="default",
+                      help="the namespace of the webhook's Secret (the controller's)")  # fmt: skip
+    _add_webhook_flags(hook, f"0.0.0.0:{9443}")
+    hook.set_defaults(func=_webhook)
 
     show = commands.add_parser("manifests", help="print the provider's install YAML")
     show.add_argument("--image", default="ghcr.io/nodesmith/nodesmith:0.1.0")
     show.add_argument("--namespace", default="nodesmith-system")
     show.add_argument("--replicas", type=int, default=2)
+    show.add_argument(
+        "--webhook-self-signed",
+        action="store_true",
+        help="for a cluster without cert-manager: the controller makes the conversion "
+        "webhook's certificate and writes its CA into the CRDs (RBAC to patch those two)",
+    )
     show.add_argument(
         "--clusterctl",
         type=Path,

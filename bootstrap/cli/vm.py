@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bootstrap.errors import UsageError
+from bootstrap.errors import UsageError, bad_usage
 from bootstrap.fsutil import atomic_write
 from bootstrap.vm import qemu as vm
 from bootstrap.vm.accel import ACCELS, choose
@@ -168,6 +168,8 @@ def _cluster(args: argparse.Namespace) -> int:
     beside = image.parent / "manifest.json"
     manifest = load_manifest(beside) if beside.is_file() else None
     management: dict[str, Any] | None = None
+    if args.controller_image is not None and not args.via_controller:
+        raise bad_usage("--controller-image", str(args.controller_image), "needs --via-controller")
     if args.via_controller:
         import tempfile
 
@@ -182,6 +184,7 @@ def _cluster(args: argparse.Namespace) -> int:
             workdir=workdir,
             memory=args.memory,
             timeout=args.timeout,
+            controller_image=args.controller_image,
         )
     else:
         run = cluster.up(
@@ -249,6 +252,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="boot each VM from the data Secret nodesmith's controller writes on a local "
         "management API server (CABPK's role), the nodes reporting back to it",
+    )
+    cl.add_argument(
+        "--controller-image",
+        type=Path,
+        metavar="DIR",
+        help="with --via-controller: once the control plane is up, make the cluster its own "
+        "management cluster (clusterctl move) with the controller as a Pod from this "
+        "'nodesmith controller image' output, imported into the node's containerd",
     )
     cl.add_argument("--keep", action="store_true", help="leave the VMs running")
     cl.set_defaults(func=_cluster)

@@ -10,7 +10,9 @@ them against its contract (cluster-api's ``contracts/clusterctl.md``):
   ``cluster.x-k8s.io/provider: bootstrap-nodesmith`` (how clusterctl finds, upgrades and deletes
   a provider's objects); settings as ``${VAR:=default}`` variables prefixed with the provider's
   name, which clusterctl substitutes; the Deployment's container named ``manager``, taking
-  ``--namespace`` (the watched namespace; empty: all).
+  ``--namespace`` (the watched namespace; empty: all);
+- webhooks certified by cert-manager (a ``Certificate`` and the ``inject-ca-from`` annotation on
+  the CRDs), which ``clusterctl init`` installs first.
 
 The objects are the provider's install YAML (``manifests``) with those additions, so what
 clusterctl installs and what ``controller manifests | kubectl apply`` installs are one thing.
@@ -29,8 +31,9 @@ Obj = dict[str, Any]
 
 PROVIDER = "bootstrap-nodesmith"
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
-# The contract the CRDs serve: v1beta1 until KubeadmConfig v1beta2 is served and converted.
-CONTRACT = "v1beta1"
+# The contract of the stored version (Cluster API 1.11+); the CRDs serve v1beta1 too, converted
+# by the webhook, and carry both contract labels.
+CONTRACT = "v1beta2"
 # clusterctl variables: name -> default (the manager's flag each one sets)
 VARIABLES = {
     "NODESMITH_WATCH_NAMESPACE": ("--namespace", ""),

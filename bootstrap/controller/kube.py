@@ -22,7 +22,12 @@ from lightkube.types import PatchType
 GROUP = "bootstrap.cluster.x-k8s.io"
 CORE_GROUP = "cluster.x-k8s.io"
 
-KubeadmConfig = create_namespaced_resource(GROUP, "v1beta1", "KubeadmConfig", "kubeadmconfigs")
+KubeadmConfig = create_namespaced_resource(GROUP, "v1beta2", "KubeadmConfig", "kubeadmconfigs")
+# the same objects in the v1beta1 contract's words, converted by the webhook: what a Cluster API
+# v1beta1 reader sees (the tests read it to prove the conversion end to end)
+KubeadmConfigV1Beta1 = create_namespaced_resource(
+    GROUP, "v1beta1", "KubeadmConfig", "kubeadmconfigs"
+)
 Cluster = create_namespaced_resource(CORE_GROUP, "v1beta1", "Cluster", "clusters")
 Machine = create_namespaced_resource(CORE_GROUP, "v1beta1", "Machine", "machines")
 Secret = create_namespaced_resource("", "v1", "Secret", "secrets")

@@ -64,6 +64,31 @@ class Options:
     report_ttl: timedelta = timedelta(hours=4)
     report_ca: str | None = None  # PEM the nodes trust for the endpoint; None: their store
     report_tls: tuple[str, str] | None = None  # (certificate, key) files
+    webhook_host: str = "0.0.0.0"
+    webhook_port: int = 0  # 0: no conversion webhook
+    webhook_secret: str = "nodesmith-webhook-service-cert"  # in lease_namespace
+    webhook_self_signed: bool = False  # make the Secret and inject its CA (no cert-manager)
+    webhook_names: tuple[str, ...] = ()  # the serving certificate's names when made here
+    webhook_reload: float = 60.0  # seconds between looks at the Secret for a renewal
+
+
+def serve_webhook(api: kube.Api, options: Options) -> Any:
+    """The conversion webhook of ``options`` (its certificate read, or made and injected)."""
+    from bootstrap.controller import servingcert, webhook
+
+    namespace, name = options.lease_namespace, options.webhook_secret
+    if options.webhook_self_signed:
+        cert = servingcert.ensure_self_signed(api, namespace, name, list(options.webhook_names))
+        servingcert.inject(api, cert.ca)
+    else:
+        cert = servingcert.read(api, namespace, name)
+    return webhook.serve(
+        options.webhook_host,
+        options.webhook_port,
+        cert,
+        renewed=lambda: servingcert.read(api, namespace, name),
+        every=options.webhook_reload,
+    )
 
 
 def _machine(doc: Obj) -> Machine | None:
@@ -257,6 +282,8 @@ class Controller:
 
     def run(self) -> int:
         """Run until ``stop`` is set (SIGTERM) or leadership is lost; returns an exit code."""
+        if self.options.webhook_port:  # before anything else: v1beta1 clients wait on it
+            serve_webhook(self.api, self.options)
         self.metrics.serve(self.options.metrics_host, self.options.metrics_port)
         if self.options.report_port or self.options.report_url:
             # every replica holds the key (a standby can take over without new credentials)

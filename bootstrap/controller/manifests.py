@@ -36,6 +36,11 @@ SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]
 REPORT_PORT = 8443
 REPORT_TLS_DIR = "/etc/nodesmith/report-tls"
+WEBHOOK_SERVICE = "nodesmith-webhook-service"
+WEBHOOK_SECRET = "nodesmith-webhook-service-cert"  # as CABPK's <prefix>-webhook-service-cert
+WEBHOOK_PORT = 9443
+CERTIFICATE = "nodesmith-serving-cert"
+ISSUER = "nodesmith-selfsigned-issuer"
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class ReportEndpoint:
     tls_secret: str | None = None
     service_type: str = "LoadBalancer"
     tls_ca: bool = True  # the Secret's ca.crt is what nodes trust; False: their system store
+    node_port: int | None = None  # a NodePort Service's fixed port (the URL names it)
 
 
 def _open() -> Obj:
@@ -64,9 +70,10 @@ def _secret_ref() -> Obj:
     }
 
 
-def spec_schema() -> Obj:
-    """KubeadmConfigSpec (v1beta1), structural."""
-    return {
+def spec_schema(version: str = "v1beta1") -> Obj:
+    """KubeadmConfigSpec, structural (v1beta2 has no ``useExperimentalRetryJoin``; its kubeadm
+    documents differ only inside what is left open here)."""
+    schema: Obj = {
         "type": "object",
         "properties": {
             "clusterConfiguration": _open(),
@@ -108,54 +115,139 @@ def spec_schema() -> Obj:
             "ignition": _open(),
         },
     }
+    if version != "v1beta1":
+        del schema["properties"]["useExperimentalRetryJoin"]
+    return schema
 
 
-def status_schema() -> Obj:
-    condition = {
-        "type": "object",
-        "required": ["type", "status"],
-        "properties": {
-            name: {"type": "string"}
-            for name in ("type", "status", "severity", "reason", "message", "lastTransitionTime")
-        },
+def _conditions(v1beta1: bool) -> Obj:
+    """Cluster API v1beta1 conditions (with a severity) or ``metav1.Condition``s."""
+    names = ["type", "status", "reason", "message", "lastTransitionTime"]
+    props: Obj = {name: {"type": "string"} for name in names}
+    if v1beta1:
+        props["severity"] = {"type": "string"}
+    else:
+        props["observedGeneration"] = {"type": "integer", "format": "int64"}
+    required = ["type", "status"] if v1beta1 else ["type", "status", "reason"]
+    return {
+        "type": "array",
+        "items": {"type": "object", "required": required, "properties": props},
     }
+
+
+def status_schema(version: str = "v1beta1") -> Obj:
+    """The status of each contract: v1beta1's ``ready``/``failureReason`` (v1beta2 conditions
+    carried under ``v1beta2``), v1beta2's ``initialization`` with v1beta1's under
+    ``deprecated.v1beta1``, as CABPK's."""
+    generation = {"type": "integer", "format": "int64"}
+    if version == "v1beta1":
+        return {
+            "type": "object",
+            "properties": {
+                "ready": {"type": "boolean"},
+                "dataSecretName": {"type": "string"},
+                "failureReason": {"type": "string"},
+                "failureMessage": {"type": "string"},
+                "observedGeneration": generation,
+                "conditions": _conditions(True),
+                "v1beta2": {
+                    "type": "object",
+                    "properties": {"conditions": _conditions(False)},
+                },
+            },
+        }
     return {
         "type": "object",
         "properties": {
-            "ready": {"type": "boolean"},
+            "initialization": {
+                "type": "object",
+                "properties": {"dataSecretCreated": {"type": "boolean"}},
+            },
             "dataSecretName": {"type": "string"},
-            "failureReason": {"type": "string"},
-            "failureMessage": {"type": "string"},
-            "observedGeneration": {"type": "integer", "format": "int64"},
-            "conditions": {"type": "array", "items": condition},
+            "observedGeneration": generation,
+            "conditions": _conditions(False),
+            "deprecated": {
+                "type": "object",
+                "properties": {
+                    "v1beta1": {
+                        "type": "object",
+                        "properties": {
+                            "conditions": _conditions(True),
+                            "failureReason": {"type": "string"},
+                            "failureMessage": {"type": "string"},
+                        },
+                    }
+                },
+            },
         },
     }
 
 
-def _crd(kind: str, plural: str, schema: Obj, status: bool) -> Obj:
+@dataclass(frozen=True)
+class Webhook:
+    """How the API server reaches the conversion webhook: the Service in front of the
+    controller's replicas (``url`` None) or a URL (a controller outside the cluster, as in the
+    tests); its CA from cert-manager's injector or written by the controller itself."""
+
+    self_signed: bool = False
+    url: str | None = None
+
+
+CERT_MANAGER = Webhook()
+
+
+def _version(name: str, schema: Obj, status: bool, storage: bool) -> Obj:
     version: Obj = {
-        "name": "v1beta1",
+        "name": name,
         "served": True,
-        "storage": True,
+        "storage": storage,
         "schema": {"openAPIV3Schema": schema},
     }
     if status:
         version["subresources"] = {"status": {}}
+        ready = ".status.ready" if name == "v1beta1" else ".status.initialization.dataSecretCreated"
+        reason = (
+            ".status.failureReason"
+            if name == "v1beta1"
+            else ".status.conditions[?(@.type=='Ready')].reason"
+        )
         version["additionalPrinterColumns"] = [
-            {"name": "Ready", "type": "boolean", "jsonPath": ".status.ready"},
-            {"name": "Reason", "type": "string", "jsonPath": ".status.failureReason"},
+            {"name": "Ready", "type": "boolean", "jsonPath": ready},
+            {"name": "Reason", "type": "string", "jsonPath": reason},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ]
+    return version
+
+
+def _crd(
+    kind: str, plural: str, schemas: dict[str, Obj], status: bool, namespace: str, hook: Webhook
+) -> Obj:
+    client: Obj = (
+        {"url": hook.url}
+        if hook.url
+        else {
+            "service": {
+                "name": WEBHOOK_SERVICE,
+                "namespace": namespace,
+                "path": "/convert",
+                "port": 443,
+            }
+        }
+    )
+    meta: Obj = {
+        "name": f"{plural}.{GROUP}",
+        "labels": {
+            "cluster.x-k8s.io/v1beta1": "v1beta1",
+            "cluster.x-k8s.io/v1beta2": "v1beta2",
+            "cluster.x-k8s.io/provider": "bootstrap-nodesmith",
+        },
+    }
+    if not hook.self_signed:
+        meta["annotations"] = {"cert-manager.io/inject-ca-from": f"{namespace}/{CERTIFICATE}"}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{plural}.{GROUP}",
-            "labels": {
-                "cluster.x-k8s.io/v1beta1": "v1beta1",
-                "cluster.x-k8s.io/provider": "bootstrap-nodesmith",
-            },
-        },
+        "metadata": meta,
         "spec": {
             "group": GROUP,
             "names": {
@@ -166,49 +258,96 @@ def _crd(kind: str, plural: str, schema: Obj, status: bool) -> Obj:
                 "categories": ["cluster-api"],
             },
             "scope": "Namespaced",
-            "versions": [version],
-        },
-    }
-
-
-def crds() -> list[Obj]:
-    meta = {"type": "object"}
-    config = {
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": meta,
-            "spec": spec_schema(),
-            "status": status_schema(),
-        },
-    }
-    template = {
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": meta,
-            "spec": {
-                "type": "object",
-                "required": ["template"],
-                "properties": {
-                    "template": {
-                        "type": "object",
-                        "properties": {"metadata": _open(), "spec": spec_schema()},
-                    }
-                },
+            # v1beta2 is stored (the contract of Cluster API 1.11+); v1beta1 is served through
+            # the conversion webhook for v1beta1 clients until Cluster API drops it
+            "versions": [
+                _version(name, schema, status, storage=name == "v1beta2")
+                for name, schema in schemas.items()
+            ],
+            "conversion": {
+                "strategy": "Webhook",
+                "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": client},
             },
         },
     }
+
+
+def _object(spec: Obj, status: Obj | None = None) -> Obj:
+    """A top-level object's schema: type meta, open metadata, ``spec`` (and ``status``)."""
+    props: Obj = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": spec,
+    }
+    if status is not None:
+        props["status"] = status
+    return {"type": "object", "properties": props}
+
+
+def crds(namespace: str = NAMESPACE, hook: Webhook = CERT_MANAGER) -> list[Obj]:
+    def config(version: str) -> Obj:
+        return _object(spec_schema(version), status_schema(version))
+
+    def template(version: str) -> Obj:
+        inner = {
+            "type": "object",
+            "properties": {"metadata": _open(), "spec": spec_schema(version)},
+        }
+        return _object(
+            {"type": "object", "required": ["template"], "properties": {"template": inner}}
+        )
+
+    versions = ("v1beta1", "v1beta2")
     return [
-        _crd("KubeadmConfig", "kubeadmconfigs", config, status=True),
-        _crd("KubeadmConfigTemplate", "kubeadmconfigtemplates", template, status=False),
+        _crd("KubeadmConfig", "kubeadmconfigs", {v: config(v) for v in versions}, True,
+             namespace, hook),
+        _crd("KubeadmConfigTemplate", "kubeadmconfigtemplates",
+             {v: template(v) for v in versions}, False, namespace, hook),
+    ]  # fmt: skip
+
+
+def webhook_objects(namespace: str = NAMESPACE, hook: Webhook = CERT_MANAGER) -> list[Obj]:
+    """The Service in front of the webhook and, with cert-manager, its Issuer and Certificate
+    (which writes :data:`WEBHOOK_SECRET`; the CA injector fills the CRDs' caBundle)."""
+    service: Obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": WEBHOOK_SERVICE, "namespace": namespace, "labels": dict(LABELS)},
+        "spec": {
+            "selector": dict(LABELS),  # every replica converts, the standby too
+            "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook-server"}],
+        },
+    }
+    if hook.self_signed:
+        return [service]
+    names = [
+        f"{WEBHOOK_SERVICE}.{namespace}.svc",
+        f"{WEBHOOK_SERVICE}.{namespace}.svc.cluster.local",
+    ]
+    return [
+        service,
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Issuer",
+            "metadata": {"name": ISSUER, "namespace": namespace},
+            "spec": {"selfSigned": {}},
+        },
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Certificate",
+            "metadata": {"name": CERTIFICATE, "namespace": namespace},
+            "spec": {
+                "dnsNames": names,
+                "issuerRef": {"kind": "Issuer", "name": ISSUER},
+                "secretName": WEBHOOK_SECRET,
+            },
+        },
     ]
 
 
-def rbac(namespace: str = NAMESPACE) -> list[Obj]:
-    rules = [
+def rbac(namespace: str = NAMESPACE, hook: Webhook = CERT_MANAGER) -> list[Obj]:
+    rules: list[Obj] = [
         {
             "apiGroups": [GROUP],
             "resources": ["kubeadmconfigs", "kubeadmconfigs/status"],
@@ -226,6 +365,15 @@ def rbac(namespace: str = NAMESPACE) -> list[Obj]:
         },
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "delete"]},
     ]
+    if hook.self_signed:  # the controller writes its CA into its own two CRDs, nothing else
+        rules.append(
+            {
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "resourceNames": [f"kubeadmconfigs.{GROUP}", f"kubeadmconfigtemplates.{GROUP}"],
+                "verbs": ["get", "patch"],
+            }
+        )
     subject = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}
     return [
         {
@@ -299,7 +447,14 @@ def report_service(report: ReportEndpoint, namespace: str = NAMESPACE) -> Obj:
         "spec": {
             "type": report.service_type,
             "selector": dict(LABELS),  # every replica serves reports, the standby too
-            "ports": [{"name": "reports", "port": REPORT_PORT, "targetPort": "reports"}],
+            "ports": [
+                {
+                    "name": "reports",
+                    "port": REPORT_PORT,
+                    "targetPort": "reports",
+                    **({"nodePort": report.node_port} if report.node_port else {}),
+                }
+            ],
         },
     }
 
@@ -309,6 +464,7 @@ def deployment(
     namespace: str = NAMESPACE,
     replicas: int = 2,
     report: ReportEndpoint | None = None,
+    hook: Webhook = CERT_MANAGER,
 ) -> Obj:
     labels = dict(LABELS)
     container: Obj = {
@@ -321,6 +477,9 @@ def deployment(
             # --target-namespace too, which moves the objects but rewrites no args
             "--leader-election-namespace=$(POD_NAMESPACE)",
             "--metrics-bind=0.0.0.0:8080",
+            f"--webhook-bind=0.0.0.0:{WEBHOOK_PORT}",
+            f"--webhook-secret={WEBHOOK_SECRET}",
+            *(["--webhook-self-signed"] if hook.self_signed else []),
             *(_report_args(report) if report else []),
         ],
         "env": [
@@ -331,6 +490,7 @@ def deployment(
         ],
         "ports": [
             {"name": "metrics", "containerPort": 8080},
+            {"name": "webhook-server", "containerPort": WEBHOOK_PORT},
             *([{"name": "reports", "containerPort": REPORT_PORT}] if report else []),
         ],
         "securityContext": {
@@ -344,12 +504,13 @@ def deployment(
             "limits": {"memory": "512Mi"},
         },
     }
-    volumes: list[Obj] = []
+    # the webhook's TLS context is loaded through /tmp (read-only root): memory, not disk
+    mounts: list[Obj] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[Obj] = [{"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
     if report is not None and report.tls_secret:
-        container["volumeMounts"] = [
-            {"name": "report-tls", "mountPath": REPORT_TLS_DIR, "readOnly": True}
-        ]
-        volumes = [{"name": "report-tls", "secret": {"secretName": report.tls_secret}}]
+        mounts.append({"name": "report-tls", "mountPath": REPORT_TLS_DIR, "readOnly": True})
+        volumes.append({"name": "report-tls", "secret": {"secretName": report.tls_secret}})
+    container["volumeMounts"] = mounts
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -365,7 +526,13 @@ def deployment(
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "terminationGracePeriodSeconds": 30,
                     "containers": [container],
-                    **({"volumes": volumes} if volumes else {}),
+                    "volumes": volumes,
+                    # a management cluster may be its control plane alone (clusterctl move
+                    # onto a fresh cluster), as Cluster API's own managers tolerate
+                    "tolerations": [
+                        {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"},
+                        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+                    ],
                 },
             },
         },
@@ -377,13 +544,15 @@ def manifests(
     namespace: str = NAMESPACE,
     replicas: int = 2,
     report: ReportEndpoint | None = None,
+    hook: Webhook = CERT_MANAGER,
 ) -> list[Obj]:
     namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     return [
         namespace_obj,
-        *crds(),
-        *rbac(namespace),
-        deployment(image, namespace, replicas, report),
+        *crds(namespace, hook),
+        *rbac(namespace, hook),
+        *webhook_objects(namespace, hook),
+        deployment(image, namespace, replicas, report, hook),
         *([report_service(report, namespace)] if report else []),
     ]
 

@@ -222,7 +222,8 @@ class Reconciler:
     # ------------------------------------------------------------------ the one write
 
     def _write_status(self, sc: Scope, desired: Obj) -> None:
-        if not status.changed(sc.status, desired):
+        change = status.patch(sc.stored_status, desired)
+        if change is None:
             return
         # Guarded by the resourceVersion this status was computed from: the conditions list is
         # replaced whole, so a write from a stale cache would drop what a node's report (or
@@ -231,7 +232,7 @@ class Reconciler:
             kube.KubeadmConfig,
             sc.name,
             sc.namespace,
-            {"metadata": {"resourceVersion": sc.stored.resource_version}, "status": desired},
+            {"metadata": {"resourceVersion": sc.stored.resource_version}, "status": change},
             status=True,
         )
 

@@ -152,16 +152,21 @@ def parse_report(body: bytes) -> Obj:
     return doc
 
 
+def _stored_status(config: Obj) -> Obj:
+    raw = config.get("status")
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
 def final_recorded(config: Obj) -> bool:
     """True once the node reported Succeeded or a terminal failure. Later reports are refused:
     a credential read off a joined node cannot mark it failed (and so get it remediated)."""
-    cond = status.condition_of(dict(config.get("status") or {}), status.BOOTSTRAP_SUCCEEDED)
+    cond = status.condition_of(status.view(_stored_status(config)), status.BOOTSTRAP_SUCCEEDED)
     return cond is not None and (cond.get("status") == "True" or cond.get("severity") == "Error")
 
 
 def report_status(config: Obj, report: Obj) -> Obj:
     """The status a report leads to: BootstrapSucceeded, and the failure fields if terminal."""
-    current = dict(config.get("status") or {})
+    current = status.view(_stored_status(config))
     phase, reason, terminal = report["phase"], report["reason"], report["terminal"]
     attempts = report["attempts"]
     desired: Obj = {}
@@ -217,8 +222,8 @@ class ReportServer:
                 raise Refused(404, f"Machine {namespace}/{machine} has no KubeadmConfig")
             if final_recorded(config):
                 raise Refused(409, "a final outcome is recorded already; reports end there")
-            desired = report_status(config, report)
-            if not status.changed(dict(config.get("status") or {}), desired):
+            change = status.patch(_stored_status(config), report_status(config, report))
+            if change is None:
                 return
             version = parse_stored(config).resource_version
             try:
@@ -226,7 +231,7 @@ class ReportServer:
                     kube.KubeadmConfig,
                     config_name,
                     namespace,
-                    {"metadata": {"resourceVersion": version}, "status": desired},
+                    {"metadata": {"resourceVersion": version}, "status": change},
                     status=True,
                 )
                 return

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bootstrap.controller.status import view as status_view
 from bootstrap.errors import TerminalError, TransientError, show_value
 from bootstrap.render import pki
 from bootstrap.render.objects import Cluster, Machine, Stored, parse_stored
@@ -58,10 +59,16 @@ class Scope:
         return self.key[1]
 
     @property
-    def status(self) -> Obj:
-        """The config's status as stored (conditions are merged into it, never replaced)."""
+    def stored_status(self) -> Obj:
+        """The config's status as stored (v1beta2)."""
         raw = self.doc.get("status")
         return dict(raw) if isinstance(raw, dict) else {}
+
+    @property
+    def status(self) -> Obj:
+        """The config's status in v1beta1's words (conditions are merged into it, never
+        replaced)."""
+        return status_view(self.stored_status)
 
     def machine(self) -> Machine:
         """The owner Machine, typed (a malformed one is terminal, naming its field)."""

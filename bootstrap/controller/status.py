@@ -1,9 +1,13 @@
 """The KubeadmConfig status the controller writes, and whether a write is needed at all.
 
-v1beta1 shapes (Cluster API conditions: type, status, severity, reason, message,
-lastTransitionTime). A condition keeps its lastTransitionTime while its status stays the same,
-and :func:`changed` compares statuses without timestamps, so an unchanged outcome is never
-written twice: a steady state costs no writes.
+The outcome is computed in v1beta1's words (``ready``, ``failureReason``, Cluster API
+conditions with a severity), which say everything both contracts need, and stored in
+v1beta2's (the CRD's storage version): :func:`view` reads a stored status as v1beta1 through
+the conversion the webhook serves, :func:`patch` writes one back. The v1beta2 ``conditions``
+(``metav1.Condition``, with ``observedGeneration``) are derived from the v1beta1 ones, which
+stay under ``deprecated.v1beta1`` as CABPK keeps them. A condition keeps its
+lastTransitionTime while its status stays the same, and statuses are compared without
+timestamps, so an unchanged outcome is never written twice: a steady state costs no writes.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from bootstrap.controller import conversion
 from bootstrap.errors import NodesmithError, TransientError
 from bootstrap.render.tokens import rfc3339
 
@@ -72,22 +77,94 @@ def merge_conditions(current: list[Obj], updates: list[Obj]) -> list[Obj]:
     return [by_type[t] for t in sorted(by_type, key=str)]
 
 
-def _comparable(status: Obj) -> Obj:
-    out = {k: v for k, v in status.items() if v is not None and k != "conditions"}
-    out["conditions"] = sorted(
-        (
-            tuple(sorted((k, str(v)) for k, v in c.items() if k != "lastTransitionTime"))
-            for c in status.get("conditions") or []
-        ),
-    )
+def _reason(cond: Obj) -> str:
+    """A metav1 condition's reason is required; v1beta1 leaves a True one's empty."""
+    if cond.get("reason"):
+        return str(cond["reason"])
+    if cond.get("status") == "True":
+        return "Ready" if cond.get("type") == READY else "Available"
+    return "NotAvailable"
+
+
+def v1beta2_conditions(conditions: list[Obj], generation: int | None) -> list[Obj]:
+    """The ``metav1.Condition`` form of Cluster API v1beta1 conditions (no severity; a reason
+    always; the generation they were computed for)."""
+    out = []
+    for cond in conditions:
+        new: Obj = {
+            "type": cond["type"],
+            "status": cond["status"],
+            "reason": _reason(cond),
+            "lastTransitionTime": cond.get("lastTransitionTime") or now_text(),
+        }
+        if cond.get("message"):  # an empty one is left out (a client may send "" as null)
+            new["message"] = cond["message"]
+        if generation is not None:
+            new["observedGeneration"] = generation
+        out.append(new)
     return out
 
 
-def changed(current: Obj, desired: Obj) -> bool:
-    """True when writing ``desired`` over ``current`` would change anything but timestamps."""
-    merged = {**current, **desired}
-    merged = {k: v for k, v in merged.items() if v is not None}
-    return _comparable(current) != _comparable(merged)
+def _as(status: Obj, version: str) -> Obj:
+    """``status`` of a KubeadmConfig converted to ``version`` (the webhook's own code)."""
+    source = conversion.V1BETA2 if version == conversion.V1BETA1 else conversion.V1BETA1
+    doc = {"apiVersion": source, "kind": "KubeadmConfig", "metadata": {}, "status": status}
+    return dict(conversion.convert(doc, version).get("status") or {})
+
+
+def view(stored: Obj) -> Obj:
+    """A stored (v1beta2) status in v1beta1's words, which the reconcile computes in; one
+    nobody could convert (written by hand) counts as empty, and is written over."""
+    try:
+        return _as(stored, conversion.V1BETA1)
+    except NodesmithError:
+        return {}
+
+
+def _untimed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k != "lastTransitionTime"}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def _merge_diff(old: Obj, new: Obj) -> Obj:
+    """The JSON merge patch taking ``old`` to ``new`` (removed keys as null)."""
+    out: Obj = {}
+    for key in old.keys() - new.keys():
+        out[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            sub = _merge_diff(before, value)
+            if sub:
+                out[key] = sub
+        elif value != before:
+            out[key] = value
+    return out
+
+
+def patch(stored: Obj, desired: Obj) -> Obj | None:
+    """The merge patch that records ``desired`` (v1beta1 words, None: remove) over the stored
+    v1beta2 status, or None when nothing but timestamps would change."""
+    full = {k: v for k, v in {**view(stored), **desired}.items() if v is not None}
+    generation = full.get("observedGeneration")
+    conditions = v1beta2_conditions(full.get("conditions") or [], generation)
+    old = {c.get("type"): c for c in (stored.get("conditions") or []) if isinstance(c, dict)}
+    for cond in conditions:  # a v1beta2 condition keeps its time while its status holds
+        before = old.get(cond["type"])
+        if before is not None and before.get("status") == cond["status"]:
+            cond["lastTransitionTime"] = before.get(
+                "lastTransitionTime", cond["lastTransitionTime"]
+            )
+    full.pop("v1beta2", None)
+    if conditions:
+        full["v1beta2"] = {"conditions": conditions}
+    new = _as(full, conversion.V1BETA2)
+    if _untimed(new) == _untimed(stored):
+        return None
+    return _merge_diff(stored, new)
 
 
 def condition_of(status: Obj, type_: str) -> Obj | None:

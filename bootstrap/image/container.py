@@ -14,7 +14,9 @@ packages where none runs, and is what the tests exercise:
 3. ``oci``: umoci packs the root as one layer, runs as 65532 with ``nodesmith`` as the
    entrypoint (the Deployment's args are ``controller run ...``);
 4. the OCI layout as one archive, ``nodesmith-controller.oci.tar`` with its ``.sha256`` (what
-   ``ctr images import`` and ``skopeo copy oci-archive:`` read).
+   ``ctr images import`` and ``skopeo copy oci-archive:`` read); its manifest carries its full
+   name, ``localhost/nodesmith/controller:TAG``, as containerd names an import, so a node image
+   can have it preloaded (``--preload-images``) like the control-plane images.
 
 The output directory is complete or absent (``StagedBuild``); each step that fails names
 itself, with the tail of its output, and a network failure is transient.
@@ -35,6 +37,10 @@ from bootstrap.errors import TerminalError
 from bootstrap.image.staged import StagedBuild, prepare_output
 
 ARCHIVE = "nodesmith-controller.oci.tar"
+# The name containerd gives the image on import (no registry: air-gapped nodes have it
+# preloaded); a Deployment names it as REPOSITORY:TAG.
+REPOSITORY = "localhost/nodesmith/controller"
+CONTAINERD_NAME = "io.containerd.image.name"
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv")
 USER = "65532:65532"  # the non-root user every Pod of the Deployment runs as
@@ -109,6 +115,19 @@ def umoci_steps(layout: Path, bundle: Path, root: Path, tag: str) -> list[list[s
     ]  # fmt: skip
 
 
+def name_for_containerd(layout: Path, tag: str) -> None:
+    """Annotate the layout's manifest with its full name (``REPOSITORY:tag``), which
+    ``ctr images import`` uses as the image's name; ``org.opencontainers.image.ref.name`` (the
+    bare tag, for skopeo and umoci) stays."""
+    index_file = layout / "index.json"
+    index = json.loads(index_file.read_text())
+    for manifest in index.get("manifests") or []:
+        annotations = manifest.setdefault("annotations", {})
+        if annotations.get("org.opencontainers.image.ref.name") == tag:
+            annotations[CONTAINERD_NAME] = f"{REPOSITORY}:{tag}"
+    index_file.write_text(json.dumps(index, separators=(",", ":")))
+
+
 def build(
     output: Path,
     *,
@@ -139,6 +158,7 @@ def build(
         with progress.stage("oci (umoci: one layer, user 65532, entrypoint nodesmith)"):
             for step in umoci_steps(layout, bundle, root, tag):
                 progress.run(step, what=" ".join(step[:2]))
+            name_for_containerd(layout, tag)
         archive = staged.staging / ARCHIVE
         with progress.stage("archive"):
             progress.run(["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0",

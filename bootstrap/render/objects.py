@@ -737,14 +737,29 @@ class _StoredSpec(_Strict):
     cluster_name: str | None = Field(default=None, alias="clusterName")  # a Machine's
 
 
+class _ConfigInitialization(_Strict):
+    data_secret_created: bool = Field(default=False, alias="dataSecretCreated")
+
+
+class _FailureV1Beta1(_Strict):
+    failure_reason: str | None = Field(default=None, alias="failureReason")
+
+
+class _Deprecated(_Strict):
+    v1beta1: _FailureV1Beta1 = _FailureV1Beta1()
+
+
 class _Status(_Strict):
-    """A KubeadmConfig's status as the controller writes it (v1beta1's words), and a
-    Machine's node."""
+    """A KubeadmConfig's status in either contract's words (v1beta1: ``ready`` and
+    ``failureReason``; v1beta2: ``initialization.dataSecretCreated`` and the failure kept under
+    ``deprecated.v1beta1``), and a Machine's node."""
 
     node_ref: dict[str, Any] | None = Field(default=None, alias="nodeRef")
     ready: bool = False
+    initialization: _ConfigInitialization = _ConfigInitialization()
     data_secret_name: str | None = Field(default=None, alias="dataSecretName")
     failure_reason: str | None = Field(default=None, alias="failureReason")
+    deprecated: _Deprecated = _Deprecated()
     observed_generation: int | None = Field(default=None, alias="observedGeneration")
 
 
@@ -830,9 +845,9 @@ def parse_stored(doc: dict[str, Any]) -> Stored:
         labels=dict(meta.labels),
         annotations=dict(meta.annotations),
         owners=tuple(meta.owner_references),
-        ready=status.ready,
+        ready=status.ready or status.initialization.data_secret_created,
         data_secret_name=status.data_secret_name,
-        failure_reason=status.failure_reason,
+        failure_reason=status.failure_reason or status.deprecated.v1beta1.failure_reason,
         observed_generation=status.observed_generation,
         spec_paused=parsed.spec.paused,
         spec_cluster_name=parsed.spec.cluster_name,

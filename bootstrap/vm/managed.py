@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import shutil
 import signal
@@ -32,13 +33,21 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from bootstrap.controller import capi_crds, kube
-from bootstrap.controller.manifests import NAMESPACE, SA_GROUPS, SA_USER, manifests, render_yaml
+from bootstrap.controller.manifests import (
+    NAMESPACE,
+    SA_GROUPS,
+    SA_USER,
+    Webhook,
+    manifests,
+    render_yaml,
+)
 from bootstrap.controller.status import now_text
 from bootstrap.errors import TerminalError, TransientError, show_value
 from bootstrap.hostutil import free_port
@@ -46,7 +55,7 @@ from bootstrap.kubernetes.apiserver import APIServer, Etcd
 from bootstrap.kubernetes.build import current
 from bootstrap.render.decide import INIT, JOIN_CP, WORKER
 from bootstrap.render.objects import CONTROL_PLANE_LABEL
-from bootstrap.vm import qemu
+from bootstrap.vm import qemu, selfhosted
 from bootstrap.vm.accel import Accel
 from bootstrap.vm.cluster import (
     ADMIN,
@@ -94,6 +103,7 @@ class Management:
     kubectl_bin: Path
     controller: subprocess.Popen[bytes] | None = None
     report_port: int = field(default_factory=free_port)
+    webhook_port: int = field(default_factory=free_port)
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         result = subprocess.run(
@@ -127,12 +137,20 @@ class Management:
                 f"--report-url=http://{REPORT_GUEST}:{REPORT_GUEST_PORT}",
                 # TCG: the control plane may take many minutes; the token must outlive it
                 "--bootstrap-token-ttl=1h",
+                # the CRDs name this URL; the controller makes its certificate and CA
+                f"--webhook-bind=127.0.0.1:{self.webhook_port}",
+                "--webhook-self-signed",
+                "--webhook-name=127.0.0.1",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
             start_new_session=True,
         )
+
+    def wait_converting(self, deadline: float) -> None:
+        """Until the API server converts v1beta1 KubeadmConfigs through the controller."""
+        selfhosted.wait_trusted(self.admin, deadline)
 
     def stop(self) -> None:
         if self.controller is not None and self.controller.poll() is None:
@@ -181,7 +199,8 @@ def start_management(workdir: Path, progress: Progress) -> Management:
             kube.Api(kube.connect(server.kubeconfig_dict())),
             bin_dir / "kubectl",
         )
-        mgmt.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:local")))
+        hook = Webhook(self_signed=True, url=f"https://127.0.0.1:{mgmt.webhook_port}/convert")
+        mgmt.kubectl("apply", "-f", "-", stdin=render_yaml(manifests("nodesmith:local", hook=hook)))
         mgmt.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
         for crd in ("kubeadmconfigs.bootstrap.cluster.x-k8s.io", "clusters.cluster.x-k8s.io",
                     "machines.cluster.x-k8s.io"):  # fmt: skip
@@ -248,17 +267,18 @@ def apply_bundle(mgmt: Management, objects: list[Obj]) -> list[Obj]:
             sans = api_server.setdefault("certSANs", [])
             if "127.0.0.1" not in sans:
                 sans.append("127.0.0.1")
-        admin.create(kube.KubeadmConfig, fresh)
+        admin.create(kube.KubeadmConfigV1Beta1, fresh)
     return machines
 
 
-def wait_data(mgmt: Management, machine: Obj, deadline: float, progress: Progress) -> bytes:
-    """The userdata the controller wrote for ``machine``'s config; a terminal failure stops."""
+def wait_data(api: kube.Api, machine: Obj, deadline: float, progress: Progress) -> bytes:
+    """The userdata the controller wrote for ``machine``'s config; a terminal failure stops.
+    Read as a Cluster API v1beta1 controller reads it: through the conversion webhook."""
     ns, name = _meta(machine).get("namespace", "default"), _meta(machine)["name"]
     config_name = str(machine["spec"]["bootstrap"]["configRef"]["name"])
     said = ""
     while time.monotonic() < deadline:
-        config = mgmt.admin.get(kube.KubeadmConfig, config_name, ns) or {}
+        config = api.get(kube.KubeadmConfigV1Beta1, config_name, ns) or {}
         st = config.get("status") or {}
         if st.get("failureReason"):
             raise TerminalError(
@@ -267,7 +287,7 @@ def wait_data(mgmt: Management, machine: Obj, deadline: float, progress: Progres
                 reason="ControllerFailed",
             )
         if st.get("ready") and st.get("dataSecretName"):
-            secret = mgmt.admin.get(kube.Secret, str(st["dataSecretName"]), ns)
+            secret = api.get(kube.Secret, str(st["dataSecretName"]), ns)
             if secret is not None:
                 progress(f"cluster: {name}: bootstrap data from Secret {ns}/{st['dataSecretName']}")
                 return base64.b64decode(secret["data"]["value"])
@@ -297,20 +317,20 @@ def _node(objects: list[Obj], machine: Obj, index: int, role: str, data: bytes) 
     )
 
 
-def _set_status(mgmt: Management, res: Any, obj: Obj, status: Obj) -> None:
-    mgmt.admin.merge_patch(
+def _set_status(api: kube.Api, res: Any, obj: Obj, status: Obj) -> None:
+    api.merge_patch(
         res, _meta(obj)["name"], _meta(obj).get("namespace", "default"), {"status": status}, True
     )
 
 
-def wait_reports(mgmt: Management, machines: list[Obj], deadline: float, progress: Progress) -> Obj:
+def wait_reports(api: kube.Api, machines: list[Obj], deadline: float, progress: Progress) -> Obj:
     """Every config's BootstrapSucceeded, as the nodes reported it to the controller."""
     found: Obj = {}
     while time.monotonic() < deadline:
         for machine in machines:
             ns = _meta(machine).get("namespace", "default")
             name = str(machine["spec"]["bootstrap"]["configRef"]["name"])
-            config = mgmt.admin.get(kube.KubeadmConfig, name, ns) or {}
+            config = api.get(kube.KubeadmConfigV1Beta1, name, ns) or {}
             for cond in (config.get("status") or {}).get("conditions") or []:
                 if cond.get("type") == "BootstrapSucceeded" and cond.get("status") == "True":
                     if f"{ns}/{name}" not in found:
@@ -326,6 +346,76 @@ def wait_reports(mgmt: Management, machines: list[Obj], deadline: float, progres
     )
 
 
+def _initialized(api: kube.Api, cluster: Obj, machine: Obj, node: str) -> None:
+    """CAPI's Cluster and Machine controllers: the control plane is initialized, its Node."""
+    _set_status(
+        api,
+        kube.Cluster,
+        cluster,
+        {
+            "infrastructureReady": True,
+            "conditions": [
+                {
+                    "type": "ControlPlaneInitialized",
+                    "status": "True",
+                    "lastTransitionTime": now_text(),
+                }
+            ],
+        },
+    )
+    _set_status(api, kube.Machine, machine, {"nodeRef": {"kind": "Node", "name": node}})
+
+
+def _stamp(text: object) -> datetime:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def _pod_figures(run: ClusterRun, moved_at: datetime) -> Obj:
+    """The controller Pod: its name and image, from its container's start to its workers
+    running (the webhook certified, the Lease taken, the caches synced), and from the move (the
+    moved Cluster's creation) to its first reconcile; from the API server and the Pod's own log,
+    both on the control plane's clock."""
+    pods = json.loads(
+        run.kubectl(
+            "-n",
+            NAMESPACE,
+            "get",
+            "pods",
+            "-o",
+            "json",
+            "-l",
+            "app.kubernetes.io/name=nodesmith-controller",
+        )
+    )["items"]
+    pod = pods[0]
+    name = pod["metadata"]["name"]
+    started = _stamp(
+        (pod["status"]["containerStatuses"][0]["state"].get("running") or {}).get("startedAt")
+    )
+    lines = [
+        json.loads(x)
+        for x in run.kubectl("-n", NAMESPACE, "logs", name).splitlines()
+        if x.startswith("{")
+    ]
+    running = next(
+        (x for x in lines if str(x.get("message", "")).startswith("controller running")), None
+    )
+    reconciles = [x for x in lines if x.get("event") == "reconcile"]
+    return {
+        "pod": name,
+        "image": pod["spec"]["containers"][0]["image"],
+        "startToRunningSeconds": (
+            round((_stamp(running["ts"]) - started).total_seconds(), 2) if running else None
+        ),
+        "moveToFirstReconcileSeconds": (
+            round((_stamp(reconciles[0]["ts"]) - moved_at).total_seconds(), 2)
+            if reconciles
+            else None
+        ),
+        "reconciled": sorted({str(x["config"]) for x in reconciles if x["result"] == "ready"}),
+    }
+
+
 def up(
     image: Path,
     objects: list[Obj],
@@ -336,16 +426,23 @@ def up(
     memory: int = qemu.DEFAULT_MEMORY_MB,
     timeout: float = 2400,
     progress: Progress = qemu._stderr,
+    controller_image: Path | None = None,
 ) -> tuple[ClusterRun, Obj]:
     """Boot the bundle's cluster from the controller's data; returns the run (every Node
-    Ready) and what the management cluster says of each config."""
+    Ready) and what the management cluster says of each config.
+
+    With ``controller_image`` (``nodesmith controller image``'s output) the cluster becomes its
+    own management cluster once its control plane is up (``bootstrap.vm.selfhosted``): the
+    other Machines get their data from the controller *Pod*, and report to it."""
+    hosted = selfhosted.image_of(controller_image) if controller_image is not None else None
     deadline = time.monotonic() + timeout
     workdir.mkdir(parents=True, exist_ok=True)
     mgmt = start_management(workdir, progress)
     run = ClusterRun([], root)
     try:
-        machines = apply_bundle(mgmt, objects)
         mgmt.start_controller()
+        mgmt.wait_converting(deadline)
+        machines = apply_bundle(mgmt, objects)
         planes = [m for m in machines if CONTROL_PLANE_LABEL in (_meta(m).get("labels") or {})]
         workers = [m for m in machines if m not in planes]
         if not planes:
@@ -357,7 +454,7 @@ def up(
         relay = f"{sys.executable} -m bootstrap.vm.relay 127.0.0.1 {mgmt.report_port}"
         report = f"guestfwd=tcp:{REPORT_GUEST}:{REPORT_GUEST_PORT}-cmd:{relay}"
         first = planes[0]
-        cp = _node(objects, first, 0, INIT, wait_data(mgmt, first, deadline, progress))
+        cp = _node(objects, first, 0, INIT, wait_data(mgmt.admin, first, deadline, progress))
         run.nodes.append(cp)
         port = free_port()
         _boot(cp, image, qemu.Link(port, True, cp.mac), accel, root, memory, progress,
@@ -367,6 +464,7 @@ def up(
         # CAPI's Cluster controller: the workload cluster's kubeconfig, then initialized
         _, conf, _ = ssh(cp.vm, f"sudo cat {ADMIN}", timeout=30)
         kubeconfig = yaml.safe_load(conf)
+        in_cluster = copy.deepcopy(kubeconfig)  # as Pods reach it: the advertised address
         for entry in kubeconfig.get("clusters") or []:
             entry["cluster"]["server"] = f"https://127.0.0.1:{api_port}"
         cluster_name = str(first["spec"]["clusterName"])
@@ -384,42 +482,59 @@ def up(
             },
         )
         cluster = mgmt.admin.get(kube.Cluster, cluster_name, ns) or {}
-        _set_status(
-            mgmt,
-            kube.Cluster,
-            cluster,
-            {
-                "infrastructureReady": True,
-                "conditions": [
-                    {
-                        "type": "ControlPlaneInitialized",
-                        "status": "True",
-                        "lastTransitionTime": now_text(),
-                    }
-                ],
-            },
-        )
-        _set_status(mgmt, kube.Machine, first, {"nodeRef": {"kind": "Node", "name": cp.name}})
-        progress("cluster: control plane initialized; its kubeconfig is on the management cluster")
+        api = mgmt.admin  # where the other Machines' configs are reconciled
+        forwards: tuple[str, ...] = (report,)
+        result: Obj = {"managementAPIServer": mgmt.server.url}
+        reports: Obj = {}
+        moved_at = datetime.now(UTC)
+        if hosted is None:
+            _initialized(api, cluster, first, cp.name)
+            progress(
+                "cluster: control plane initialized; its kubeconfig is on the management cluster"
+            )
+        else:
+            _set_status(api, kube.Machine, first, {"nodeRef": {"kind": "Node", "name": cp.name}})
+            # the control plane's own report is recorded here, before its objects move
+            reports = wait_reports(api, [first], min(deadline, time.monotonic() + 120), progress)
+            api = kube.Api(kube.connect(kubeconfig))
+            cp_ip = cp.address.split("/")[0]
+            for entry in in_cluster.get("clusters") or []:
+                entry["cluster"]["server"] = f"https://{cp_ip}:6443"
+            imported = selfhosted.ensure_image(cp, hosted, progress)
+            report_url = f"http://{cp_ip}:{selfhosted.REPORT_NODE_PORT}"
+            selfhosted.install(run, hosted, report_url, progress)
+            selfhosted.wait_trusted(api, deadline)
+            inputs = frozenset(
+                str(_meta(o).get("name")) for o in objects if o.get("kind") == "Secret"
+            )
+            moved_at = _stamp(
+                selfhosted.move(mgmt.admin, api, ns, cluster_name, in_cluster, progress, inputs)
+            )
+            _initialized(api, api.get(kube.Cluster, cluster_name, ns) or {}, first, cp.name)
+            progress("cluster: control plane initialized, on the workload cluster itself")
+            forwards = ()  # the nodes report to the Pod's NodePort on the segment
+            result["selfHosted"] = {"imageImportSeconds": round(imported, 1)}
         for index, machine in enumerate([*planes[1:], *workers], start=1):
             role = JOIN_CP if machine in planes else WORKER
-            node = _node(
-                objects, machine, index, role, wait_data(mgmt, machine, deadline, progress)
-            )
+            node = _node(objects, machine, index, role, wait_data(api, machine, deadline, progress))
             run.nodes.append(node)
             _boot(node, image, qemu.Link(port, False, node.mac), accel, root, memory, progress,
-                  (report,))  # fmt: skip
+                  forwards)  # fmt: skip
         for node in run.nodes[1:]:
             wait_bootstrapped(node, deadline, progress)
             _cloud_init_done(node)
         wait_ready(run, deadline, progress)
         for machine, node in zip([*planes, *workers][1:], run.nodes[1:], strict=True):
             _set_status(
-                mgmt, kube.Machine, machine, {"nodeRef": {"kind": "Node", "name": node.name}}
+                api, kube.Machine, machine, {"nodeRef": {"kind": "Node", "name": node.name}}
             )
         # the Succeeded report leaves before cloud-init ends: it is in, or lost, by now
-        reports = wait_reports(mgmt, machines, min(deadline, time.monotonic() + 120), progress)
-        return run, {"managementAPIServer": mgmt.server.url, "bootstrapSucceeded": reports}
+        rest = [m for m in machines if hosted is None or m is not first]
+        reports |= wait_reports(api, rest, min(deadline, time.monotonic() + 120), progress)
+        result["bootstrapSucceeded"] = reports
+        if hosted is not None:
+            result["selfHosted"] |= _pod_figures(run, moved_at)
+        return run, result
     except BaseException:
         run.down()
         raise

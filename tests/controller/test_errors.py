@@ -8,7 +8,7 @@ from typing import Any
 
 from controller_harness import ControllerProcess, Testbed, wait_for
 
-from bootstrap.controller import kube
+from bootstrap.controller import conversion, kube
 from bootstrap.controller.reconcile import Caches, Reconciler, Settings
 
 
@@ -48,7 +48,7 @@ def test_a_terminal_error_is_reported_once_and_retried_only_when_the_spec_change
     assert all(line["writes"] <= 1 for line in controller.reconciles(f"{ns}/bad-w0"))
 
     testbed.admin.merge_patch(
-        kube.KubeadmConfig,
+        kube.KubeadmConfigV1Beta1,
         "bad-w0",
         ns,
         {"spec": {"files": [{"path": "/etc/ok.conf", "content": "x"}]}},
@@ -167,7 +167,11 @@ def test_a_status_computed_from_a_stale_copy_never_drops_what_was_recorded_since
         "lastTransitionTime": "2026-12-06T00:00:00Z",
     }
     testbed.admin.merge_patch(
-        kube.KubeadmConfig, "stale-w0", ns, {"status": {"conditions": [reported]}}, status=True
+        kube.KubeadmConfigV1Beta1,
+        "stale-w0",
+        ns,
+        {"status": {"conditions": [reported]}},
+        status=True,
     )
 
     def reconciler(config: dict[str, Any]) -> Reconciler:
@@ -179,12 +183,15 @@ def test_a_status_computed_from_a_stale_copy_never_drops_what_was_recorded_since
         )
         return Reconciler(testbed.admin, caches, Settings())
 
-    outcome = reconciler(stale).reconcile((ns, "stale-w0"))
+    # the controller's caches hold the stored version (v1beta2), as its informer lists it
+    outcome = reconciler(conversion.convert(stale, conversion.V1BETA2)).reconcile((ns, "stale-w0"))
     assert (outcome.result, outcome.reason, outcome.backoff) == ("retry", "APIError409", True)
     st = testbed.status(ns, "stale-w0")
     assert "failureReason" not in st and st["conditions"] == [reported]
 
-    outcome = reconciler(testbed.get_config(ns, "stale-w0")).reconcile((ns, "stale-w0"))
+    fresh = testbed.admin.get(kube.KubeadmConfig, "stale-w0", ns)
+    assert fresh is not None
+    outcome = reconciler(fresh).reconcile((ns, "stale-w0"))
     assert (outcome.result, outcome.reason) == ("failed", "InvalidField")
     st = testbed.status(ns, "stale-w0")
     assert st["failureReason"] == "InvalidField"

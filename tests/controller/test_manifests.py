@@ -30,6 +30,9 @@ def test_manifests_command_prints_the_objects_in_apply_order() -> None:
         ("ClusterRoleBinding", "nodesmith-controller"),
         ("Role", "nodesmith-leader-election"),
         ("RoleBinding", "nodesmith-leader-election"),
+        ("Service", "nodesmith-webhook-service"),
+        ("Issuer", "nodesmith-selfsigned-issuer"),
+        ("Certificate", "nodesmith-serving-cert"),
         ("Deployment", "nodesmith-controller"),
     ]
     deployment = list(yaml.safe_load_all(out))[-1]
@@ -44,6 +47,9 @@ def test_the_crds_are_structural_and_established_on_a_real_api_server(testbed: T
         assert conditions.get("Established") == "True"
         assert conditions.get("NonStructuralSchema", "False") == "False"
         assert found["metadata"]["labels"]["cluster.x-k8s.io/v1beta1"] == "v1beta1"
+        assert found["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"] == "v1beta2"
+        assert found["status"]["storedVersions"] == ["v1beta2"]
+        assert found["spec"]["conversion"]["strategy"] == "Webhook"
 
 
 def test_the_schema_refuses_a_wrong_type_naming_the_field(testbed: Testbed, ns: str) -> None:
@@ -156,13 +162,13 @@ def test_the_report_endpoint_in_the_manifests(
     objects = list(yaml.safe_load_all(result.stdout))
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["args"][4:] == args
-    services = [o for o in objects if o["kind"] == "Service"]
+    assert [a for a in container["args"] if a.startswith("--report")] == args
+    services = [o for o in objects if o["kind"] == "Service" and "reports" in o["metadata"]["name"]]
     assert [s["spec"]["type"] for s in services] == ([service] if service else [])
     for s in services:
         assert s["spec"]["selector"] == pod_labels(objects)
         assert s["spec"]["ports"] == [{"name": "reports", "port": 8443, "targetPort": "reports"}]
-    volumes = pod.get("volumes", [])
+    volumes = [v for v in pod["volumes"] if "secret" in v]
     assert [v["secret"]["secretName"] for v in volumes] == ([tls_secret] if tls_secret else [])
 
 
@@ -189,7 +195,8 @@ def test_bad_manifests_flags_exit_2_naming_the_flag(flags: list[str], named: str
 
 
 def test_the_report_manifests_are_accepted_by_a_real_api_server(testbed: Testbed) -> None:
-    out = _manifests_cli(f"--report-url={HTTPS}", TLS_SECRET).stdout
+    # without cert-manager (this API server has none): the controller certifies its webhook
+    out = _manifests_cli(f"--report-url={HTTPS}", TLS_SECRET, "--webhook-self-signed").stdout
     applied = testbed.kubectl("apply", "--dry-run=server", "-f", "-", stdin=out)
     assert "deployment.apps/nodesmith-controller configured (server dry run)" in applied
     assert "service/nodesmith-reports created (server dry run)" in applied

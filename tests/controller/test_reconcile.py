@@ -262,8 +262,15 @@ def test_reconcile_decides(name: str) -> None:
         assert writes == 0 and status == {}
         return
     assert writes == 1  # the status is computed once and written once
-    assert status.get("ready", False) == (want[0] == "ready")
-    assert status.get("failureReason") == (want[1] if want[0] == "failed" else None)
+    # stored in v1beta2's words: initialization, metav1 conditions of this generation, the
+    # v1beta1 failure kept under deprecated.v1beta1 (as CABPK keeps it)
+    deprecated = status.get("deprecated", {}).get("v1beta1", {})
+    assert status.get("initialization", {}).get("dataSecretCreated", False) == (want[0] == "ready")
+    assert deprecated.get("failureReason") == (want[1] if want[0] == "failed" else None)
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["observedGeneration"] == status["observedGeneration"]
+    assert ready["status"] == ("True" if want[0] == "ready" else "False")
+    assert "ready" not in status and "failureReason" not in status
     if role is not None:
         data = w.api.get(kube.Secret, "cp-0", NS)
         assert data is not None
@@ -410,4 +417,5 @@ def test_a_paused_or_done_config_is_never_failed_by_a_cluster_nodesmith_would_re
     assert (outcome.result, outcome.reason) == ("ready", "Unchanged")
     assert done.api.total_writes() == writes
     status = done.api.get(kube.KubeadmConfig, "cp-0", NS)["status"]  # type: ignore[index]
-    assert status["ready"] is True and "failureReason" not in status
+    assert status["initialization"] == {"dataSecretCreated": True}
+    assert "failureReason" not in status.get("deprecated", {}).get("v1beta1", {})

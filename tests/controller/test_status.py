@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bootstrap.controller import status
+from bootstrap.errors import TerminalError
 
 OLD = "2026-01-01T00:00:00Z"
 
@@ -35,23 +36,49 @@ def test_ready_summarises_the_first_failing_condition() -> None:
     )
 
 
-def test_changed_ignores_timestamps_and_sees_everything_else() -> None:
-    cond = status.condition("DataSecretAvailable", True)
-    current = {"ready": True, "conditions": [{**cond, "lastTransitionTime": OLD}]}
+def _stored(desired: dict[str, object]) -> dict[str, object]:
+    """The v1beta2 status a first write of ``desired`` leaves (the patch over nothing)."""
+    first = status.patch({}, desired)
+    assert first is not None
+    return first
+
+
+def test_a_patch_is_v1beta2_and_none_when_only_timestamps_would_change() -> None:
+    ok = status.condition("DataSecretAvailable", True)
+    done = {"observedGeneration": 2, "ready": True, "dataSecretName": "w0",
+            "conditions": status.merge_conditions([], [ok])}  # fmt: skip
+    stored = _stored(done)
+    assert stored["initialization"] == {"dataSecretCreated": True}
+    assert stored["dataSecretName"] == "w0" and "ready" not in stored
+    conds = {c["type"]: c for c in stored["conditions"]}  # type: ignore[attr-defined]
+    assert {t: (c["status"], c["reason"], c["observedGeneration"]) for t, c in conds.items()} == {
+        "DataSecretAvailable": ("True", "Available", 2),
+        "Ready": ("True", "Ready", 2),
+    }
+    assert stored["deprecated"]["v1beta1"]["conditions"][0]["type"] == "DataSecretAvailable"  # type: ignore[index]
+    later = {**done, "conditions": status.merge_conditions(status.view(stored)["conditions"], [ok])}
     rows = [
-        (
-            {"ready": True, "conditions": [{**cond, "lastTransitionTime": "2027-01-01T00:00:00Z"}]},
-            False,
-        ),
-        ({"ready": True, "failureReason": None, "conditions": [cond]}, False),  # None: absent
-        ({"ready": False, "conditions": [cond]}, True),
-        ({"ready": True, "failureReason": "X", "conditions": [cond]}, True),
-        (
-            {"ready": True, "conditions": [status.condition("DataSecretAvailable", False, "R")]},
-            True,
-        ),
+        (later, None),  # the same outcome again: no write at all
+        ({"failureReason": None}, None),  # None: absent, and it is absent
+        ({"observedGeneration": 3}, "conditions"),  # a new generation: the conditions say so
+        ({"failureReason": "X", "failureMessage": "m"}, "deprecated"),
     ]
-    assert [status.changed(current, desired) for desired, _ in rows] == [w for _, w in rows]
+    for desired, key in rows:
+        change = status.patch(stored, desired)
+        assert (None if change is None else sorted(change)[0]) == key, desired
+
+
+def test_a_fixed_failure_is_removed_and_an_unchanged_condition_keeps_its_time() -> None:
+    error = TerminalError("is wrong", obj="KubeadmConfig ns/w0", reason="InvalidField")
+    failed = _stored(status.not_ready({}, 1, error))
+    assert failed["deprecated"]["v1beta1"]["failureReason"] == "InvalidField"  # type: ignore[index]
+    fixed = status.ready(status.view(failed), 2, "w0")
+    change = status.patch(failed, fixed)
+    assert change is not None
+    assert change["deprecated"]["v1beta1"]["failureReason"] is None  # removed by the merge patch
+    assert change["initialization"] == {"dataSecretCreated": True}
+    same = status.not_ready(status.view(failed), 1, error)
+    assert status.patch(failed, same) is None  # the same failure again: its time kept, no write
 
 
 def test_a_terminal_condition_is_an_error_and_a_wait_is_info() -> None:

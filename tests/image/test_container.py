@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,17 +31,9 @@ CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("controller-image")
-    out = work / "out"
-    proc = subprocess.run(
-        [NODESMITH, "controller", "image", "--output", str(out), "--tag", "test"],
-        capture_output=True, text=True, timeout=1200,
-        env=dict(os.environ, XDG_CACHE_HOME=str(work / "cache")),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith(f"{out / ARCHIVE} sha256:"), proc.stdout
-    yield out
+def built(controller_image: Path) -> Path:
+    """The session's one real build (tests/image_build.py), shared with the VM cluster test."""
+    return controller_image
 
 
 def _unpacked(built: Path, tmp_path: Path) -> tuple[Path, dict[str, object]]:

@@ -1,4 +1,5 @@
-"""The real cluster from the controller's data (CABPK's role), each outcome reported back.
+"""The real cluster from the controller's data (CABPK's role), each outcome reported back;
+then self-hosted, the controller a Pod in the cluster it made.
 
 ``nodesmith vm cluster --via-controller`` stands up a management cluster (the project's
 kube-apiserver v1.20.2 over Debian's etcd), installs the provider from its manifests, applies
@@ -6,6 +7,11 @@ examples/ there and runs ``nodesmith controller run``; each VM boots from the da
 controller wrote, the worker's bootstrap token is created by the controller in the real workload
 cluster, ``kubeadm init``/``join`` run for real, and each node's bootstrap script reports its
 outcome to the controller, which records ``BootstrapSucceeded`` on the KubeadmConfig.
+
+Once the control plane is up, the cluster becomes its own management cluster
+(``--controller-image``, ``bootstrap.vm.selfhosted``): the controller image is imported into
+its containerd, the provider installed with its kubectl, the objects moved as clusterctl
+moves them, and the worker boots from the data Secret the controller *Pod* wrote.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ pytestmark = pytest.mark.vm
 
 
 def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
-    cluster_image: Path, tmp_path: Path
+    cluster_image: Path, controller_image: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "cluster.json"
     proc = subprocess.run(
@@ -35,6 +41,8 @@ def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
             "-f",
             str(REPO / "examples"),
             "--via-controller",
+            "--controller-image",
+            str(controller_image),
             "--json",
             str(out),
         ],
@@ -55,7 +63,19 @@ def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
     worker = next(n for n in result["nodes"] if n["name"] == "demo-md-0")
     assert worker["labels"]["nodesmith.dev/kubeadm-file"] == "edited"
     assert "kube-system/nodesmith-static-demo-md-0" in worker["staticPods"]
-    # each node's own report, recorded by the controller on its KubeadmConfig
+    # self-hosted after the control plane: the worker's data came from the controller *Pod*
+    # (the image imported into the node's containerd, no registry), which reconciled it
+    hosted = result["management"]["selfHosted"]
+    assert hosted["image"] == "localhost/nodesmith/controller:test"
+    assert hosted["reconciled"] == ["default/demo-cp-0", "default/demo-md-0"]
+    assert 0 < hosted["startToRunningSeconds"] < 120  # TCG: the Python start is ~10x slower
+    assert 0 < hosted["moveToFirstReconcileSeconds"] < 60
+    assert hosted["imageImportSeconds"] == 0  # preloaded by the node image build: air-gapped
+    assert "moved Cluster default/demo" in proc.stderr
+    assert "controller image localhost/nodesmith/controller:test is preloaded" in proc.stderr
+    assert "the provider runs as a Pod on the control plane" in proc.stderr
+    # each node's own report, recorded by the controller on its KubeadmConfig (the control
+    # plane's by the host controller, the worker's by the Pod)
     assert result["management"]["bootstrapSucceeded"] == {
         "default/demo-cp-0": {"status": "True", "reason": "Bootstrapped"},
         "default/demo-md-0": {"status": "True", "reason": "Bootstrapped"},
@@ -67,3 +87,12 @@ def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
     workdir = Path(line.rsplit(": ", 1)[1])
     left = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file())
     assert left == ["controller.log", "etcd/etcd.log", "management/kube-apiserver.log"]
+    # the host controller rendered the control plane only: the worker was moved before it
+    # could (the Cluster was not initialized there, then paused)
+    lines = [
+        json.loads(x)
+        for x in (workdir / "controller.log").read_text().splitlines()
+        if x.startswith("{")
+    ]
+    ready = {x["config"] for x in lines if x.get("event") == "reconcile" and x["result"] == "ready"}
+    assert ready == {"default/demo-cp-0"}
