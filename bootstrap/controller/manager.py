@@ -23,7 +23,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bootstrap.controller import kube
+from lightkube import ApiError
+
+from bootstrap.controller import kube, migrate
 from bootstrap.controller.informer import Informer, Key, key_of
 from bootstrap.controller.leader import LeaderElector
 from bootstrap.controller.metrics import Live, Metrics
@@ -82,12 +84,17 @@ def serve_webhook(api: kube.Api, options: Options) -> Any:
         servingcert.inject(api, cert.ca)
     else:
         cert = servingcert.read(api, namespace, name)
+
+    def renewed() -> servingcert.ServingCert:
+        """The certificate as it is now; self-signed, its CA kept in the CRDs too (a
+        ``kubectl replace`` of a CRD drops the caBundle the controller wrote)."""
+        now = servingcert.read(api, namespace, name)
+        if options.webhook_self_signed:
+            servingcert.inject(api, now.ca)
+        return now
+
     return webhook.serve(
-        options.webhook_host,
-        options.webhook_port,
-        cert,
-        renewed=lambda: servingcert.read(api, namespace, name),
-        every=options.webhook_reload,
+        options.webhook_host, options.webhook_port, cert, renewed, options.webhook_reload
     )
 
 
@@ -303,6 +310,10 @@ class Controller:
             if self.stop.is_set():
                 self._elector_stop.set()
                 return 0
+        try:  # objects an older release stored as v1beta1, rewritten as v1beta2 once
+            migrate.storage(self.api)
+        except ApiError as exc:  # the next leader tries again; reconciling does not need it
+            log_event("storage-migrated", level="warning", error=f"APIError{exc.status.code}")
         order = ("clusters", "machines", "secrets", "configs")  # configs last: inputs first
         for name in order:
             self.informers[name].start()

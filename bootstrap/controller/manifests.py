@@ -364,16 +364,24 @@ def rbac(namespace: str = NAMESPACE, hook: Webhook = CERT_MANAGER) -> list[Obj]:
             "verbs": ["get", "list", "watch", "create", "patch", "update"],
         },
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "delete"]},
+        {  # storage migration (migrate.py): rewrite each template once, then say so in the CRD
+            "apiGroups": [GROUP],
+            "resources": ["kubeadmconfigtemplates"],
+            "verbs": ["get", "list", "update"],
+        },
+        {  # its own two CRDs; self-signed, it writes its CA into them too
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": [f"kubeadmconfigs.{GROUP}", f"kubeadmconfigtemplates.{GROUP}"],
+            "verbs": ["get", "patch"] if hook.self_signed else ["get"],
+        },
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions/status"],
+            "resourceNames": [f"kubeadmconfigs.{GROUP}", f"kubeadmconfigtemplates.{GROUP}"],
+            "verbs": ["patch"],
+        },
     ]
-    if hook.self_signed:  # the controller writes its CA into its own two CRDs, nothing else
-        rules.append(
-            {
-                "apiGroups": ["apiextensions.k8s.io"],
-                "resources": ["customresourcedefinitions"],
-                "resourceNames": [f"kubeadmconfigs.{GROUP}", f"kubeadmconfigtemplates.{GROUP}"],
-                "verbs": ["get", "patch"],
-            }
-        )
     subject = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}
     return [
         {
@@ -493,6 +501,11 @@ def deployment(
             {"name": "webhook-server", "containerPort": WEBHOOK_PORT},
             *([{"name": "reports", "containerPort": REPORT_PORT}] if report else []),
         ],
+        # in the Service's endpoints only once its webhook answers (every replica converts)
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": "webhook-server", "scheme": "HTTPS"},
+            "periodSeconds": 5,
+        },
         "securityContext": {
             "runAsNonRoot": True,
             "allowPrivilegeEscalation": False,

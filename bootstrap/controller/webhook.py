@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -31,8 +32,22 @@ from bootstrap.log import log_event
 log = logging.getLogger("nodesmith.webhook")
 
 PATH = "/convert"
-MAX_BODY = 32 * 1024 * 1024  # a list conversion carries many objects; more is no review
+MAX_BODY = 16 * 1024 * 1024  # a list conversion carries many objects; more is no review
+# Parsing and converting costs ~8x the body: two at a time stay well inside the Pod's 512Mi
+# with the controller's caches; a third waits (the API server's own timeout is 30 s).
+CONCURRENT = threading.BoundedSemaphore(2)
 PORT = 9443  # controller-runtime's webhook port, which providers' Services target
+IDLE = 120  # longer than Go's 90 s idle keep-alive: the API server closes first
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A broken client (a TCP probe, plain HTTP on the TLS port, a reset) is one line,
+        never a traceback in the JSON log."""
+        error = sys.exc_info()[1]
+        log_event("webhook", level="warning", result="ClientError", error=type(error).__name__)
 
 
 def tls_context(cert: ServingCert) -> ssl.SSLContext:
@@ -60,7 +75,7 @@ def _handler() -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # the API server keeps its connections
         disable_nagle_algorithm = True  # a reply is headers then body: no 40 ms delayed ACK
-        timeout = 30
+        timeout = IDLE
 
         def log_message(self, format: str, *args: Any) -> None:  # one line per failure only
             pass
@@ -88,14 +103,22 @@ def _handler() -> type[BaseHTTPRequestHandler]:
                 length = -1
             if not 0 <= length <= MAX_BODY:
                 self.close_connection = True
-                self._reply(413, b"a ConversionReview needs a Content-Length up to 32 MiB\n")
+                self._reply(413, b"a ConversionReview needs a Content-Length up to 16 MiB\n")
                 return
+            with CONCURRENT:
+                self._convert(length)
+
+        def _convert(self, length: int) -> None:
             try:
                 body = json.loads(self.rfile.read(length))
-            except ValueError:
-                self._reply(400, b"the body is not JSON\n", "text/plain")
+            except (ValueError, RecursionError):  # not JSON, or nested past any object's depth
+                self._reply(400, b"the body is not a JSON ConversionReview\n", "text/plain")
                 return
-            answer = conversion.review(body)
+            try:
+                answer = conversion.review(body)
+            except RecursionError:
+                self._reply(400, b"the objects are nested too deeply\n", "text/plain")
+                return
             result = (answer.get("response") or {}).get("result") or {}
             if result.get("status") != "Success":
                 log_event("conversion", level="warning", result="Failure",
@@ -115,36 +138,46 @@ def serve(
     """Serve conversions on ``host:port`` in a daemon thread; returns the server. With
     ``renewed`` (the certificate as it is now), a renewal (cert-manager's, 30 days before
     expiry) is served within ``every`` seconds."""
-    server = ThreadingHTTPServer((host, port), _handler())
-    server.daemon_threads = True
-    context = tls_context(cert)
+    server = _Server((host, port), _handler())
+    # The listening context hands each handshake the current certificate's own context (its
+    # SNI callback runs for every ClientHello): a renewal swaps in a fresh, complete context,
+    # never a half-loaded one, and a new key type never sits beside the old pair.
+    current = [tls_context(cert)]
+    listening = tls_context(cert)
+
+    def pick(sock: ssl.SSLObject, name: str | None, _: ssl.SSLContext) -> None:
+        sock.context = current[0]
+
+    listening.sni_callback = pick
     # the handshake happens on the first read, in the request's own thread (with its
     # timeout), so a slow or idle client cannot hold up the accept loop
-    server.socket = context.wrap_socket(
+    server.socket = listening.wrap_socket(
         server.socket, server_side=True, do_handshake_on_connect=False
     )
     threading.Thread(target=server.serve_forever, name="webhook", daemon=True).start()
     if renewed is not None:
         threading.Thread(
-            target=_follow, args=(context, cert, renewed, every), name="webhook-cert", daemon=True
+            target=_follow, args=(current, cert, renewed, every), name="webhook-cert", daemon=True
         ).start()
     log.info("conversion webhook serving on %s:%d", host, server.server_address[1])
     return server
 
 
 def _follow(
-    context: ssl.SSLContext, cert: ServingCert, renewed: Callable[[], ServingCert], every: float
+    current: list[ssl.SSLContext],
+    cert: ServingCert,
+    renewed: Callable[[], ServingCert],
+    every: float,
 ) -> None:
-    """Load the certificate again whenever it changes; a failed read keeps the one served
-    (it is still valid: renewals come early) and says why."""
+    """Serve the certificate anew whenever it changes; a failed read or load keeps the one
+    served (it is still valid: renewals come early) and says why."""
     while True:
         time.sleep(every)
         try:
             now = renewed()
+            if now != cert:
+                current[0] = tls_context(now)
+                cert = now
+                log_event("webhook-cert", result="reloaded")
         except Exception as exc:  # the API may be away: keep serving, look again later
             log_event("webhook-cert", level="warning", result="unchanged", error=str(exc)[:300])
-            continue
-        if now != cert:
-            load(context, now)
-            cert = now
-            log_event("webhook-cert", result="reloaded")

@@ -401,16 +401,15 @@ def _pod_figures(run: ClusterRun, moved_at: datetime) -> Obj:
         (x for x in lines if str(x.get("message", "")).startswith("controller running")), None
     )
     reconciles = [x for x in lines if x.get("event") == "reconcile"]
+    judged = [x for x in reconciles if x["result"] != "ignored"]
     return {
         "pod": name,
         "image": pod["spec"]["containers"][0]["image"],
         "startToRunningSeconds": (
             round((_stamp(running["ts"]) - started).total_seconds(), 2) if running else None
         ),
-        "moveToFirstReconcileSeconds": (
-            round((_stamp(reconciles[0]["ts"]) - moved_at).total_seconds(), 2)
-            if reconciles
-            else None
+        "moveToFirstReconcileSeconds": (  # the first that judged a config (not "Paused")
+            round((_stamp(judged[0]["ts"]) - moved_at).total_seconds(), 2) if judged else None
         ),
         "reconciled": sorted({str(x["config"]) for x in reconciles if x["result"] == "ready"}),
     }

@@ -11,9 +11,11 @@ real on the booted control plane:
    is no cert-manager) are applied with the node's own kubectl; the Deployment runs one
    replica, tolerating the control plane's taint (it is the only node yet), its node report
    endpoint a NodePort Service on the control plane's address;
-3. the Cluster API objects are moved as ``clusterctl move`` moves them: the Cluster is paused
-   at the source, every object is created at the target with its owner references remapped to
-   the new uids (KubeadmConfigs through the v1beta1 API: the Pod's conversion webhook answers
+3. the Cluster API objects are moved as ``clusterctl move`` moves them (those this run has:
+   the Cluster, its Machines, their KubeadmConfigs, the Secrets; no MachineDeployments or
+   templates here): the Cluster is paused at the source (unpaused again if the move fails),
+   every object is created at the target with its owner references remapped to the new uids
+   (KubeadmConfigs through the v1beta1 API: the Pod's conversion webhook answers
    the API server), statuses copied, the source's objects left paused, the target's Cluster
    unpaused.
 
@@ -127,6 +129,10 @@ def install(run: ClusterRun, image: ControllerImage, report_url: str, progress: 
     """Cluster API's CRDs and the provider, applied with the control plane's kubectl."""
     report = ReportEndpoint(report_url, service_type="NodePort", node_port=REPORT_NODE_PORT)
     objects = manifests(image.ref, NAMESPACE, 1, report, Webhook(self_signed=True))
+    for obj in objects:  # air-gapped: the preloaded image or nothing
+        if obj["kind"] == "Deployment":
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                container["imagePullPolicy"] = "Never"
     run.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
     run.kubectl("apply", "-f", "-", stdin=render_yaml(objects))
     run.kubectl(
@@ -199,6 +205,22 @@ def move(
     they own, what carries the cluster-name label, and the named ``secrets`` (the input's).
     Returns when the target's API server created the Cluster (its clock, not this host's)."""
     source.merge_patch(kube.Cluster, cluster_name, namespace, {"spec": {"paused": True}})
+    try:
+        return _move(source, target, namespace, cluster_name, kubeconfig, progress, secrets)
+    except BaseException:  # the source keeps the cluster, unpaused, as clusterctl leaves it
+        source.merge_patch(kube.Cluster, cluster_name, namespace, {"spec": {"paused": False}})
+        raise
+
+
+def _move(
+    source: kube.Api,
+    target: kube.Api,
+    namespace: str,
+    cluster_name: str,
+    kubeconfig: Obj,
+    progress: Progress,
+    secrets: frozenset[str],
+) -> str:
     cluster = source.get(kube.Cluster, cluster_name, namespace)
     if cluster is None:
         raise TerminalError("is gone", obj=f"Cluster {namespace}/{cluster_name}", reason="Gone")
@@ -240,6 +262,8 @@ def move(
     for res, made, status in statuses:
         if res is kube.Secret:
             continue
+        if "observedGeneration" in status:  # the target's object starts its own count
+            status = {**status, "observedGeneration": _meta(made).get("generation")}
         target.merge_patch(res, _meta(made)["name"], namespace, {"status": status}, status=True)
     target.merge_patch(kube.Cluster, cluster_name, namespace, {"spec": {"paused": False}})
     progress(

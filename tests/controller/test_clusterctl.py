@@ -79,6 +79,13 @@ def test_the_webhook_is_certified_by_cert_manager(tmp_path: Path) -> None:
     assert cert["spec"]["dnsNames"] == [f"{svc}.{ns}.svc", f"{svc}.{ns}.svc.cluster.local"]
     assert f"--webhook-secret={cert['spec']['secretName']}" in manager["args"]
     assert "--webhook-self-signed" not in manager["args"]
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    crd_rules = {r["resources"][0]: r["verbs"] for r in role["rules"]
+                 if "apiextensions.k8s.io" in r["apiGroups"]}  # fmt: skip
+    # the CRDs read, their storedVersions written (migration): the caBundle is cert-manager's
+    assert crd_rules == {
+        "customresourcedefinitions": ["get"], "customresourcedefinitions/status": ["patch"],
+    }  # fmt: skip
     for crd in crds:
         assert crd["metadata"]["annotations"] == {
             "cert-manager.io/inject-ca-from": f"{ns}/{cert['metadata']['name']}"

@@ -200,3 +200,29 @@ def test_the_report_manifests_are_accepted_by_a_real_api_server(testbed: Testbed
     applied = testbed.kubectl("apply", "--dry-run=server", "-f", "-", stdin=out)
     assert "deployment.apps/nodesmith-controller configured (server dry run)" in applied
     assert "service/nodesmith-reports created (server dry run)" in applied
+
+
+def test_self_signed_the_controller_may_patch_its_two_crds_and_no_other() -> None:
+    result = _manifests_cli("--webhook-self-signed")
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert not [o for o in objects if o["kind"] in ("Issuer", "Certificate")]
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    names = [
+        "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
+        "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+    ]
+    assert [r for r in role["rules"] if "apiextensions.k8s.io" in r["apiGroups"]] == [
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+         "resourceNames": names, "verbs": ["get", "patch"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions/status"],
+         "resourceNames": names, "verbs": ["patch"]},
+    ]  # fmt: skip
+    for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition"):
+        assert "annotations" not in crd["metadata"]  # no cert-manager injector to ask
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--webhook-self-signed" in container["args"]
+    assert container["readinessProbe"]["httpGet"] == {
+        "path": "/healthz", "port": "webhook-server", "scheme": "HTTPS",
+    }  # fmt: skip

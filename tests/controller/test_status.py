@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bootstrap.controller import status
 from bootstrap.errors import TerminalError
 
@@ -57,15 +59,40 @@ def test_a_patch_is_v1beta2_and_none_when_only_timestamps_would_change() -> None
     }
     assert stored["deprecated"]["v1beta1"]["conditions"][0]["type"] == "DataSecretAvailable"  # type: ignore[index]
     later = {**done, "conditions": status.merge_conditions(status.view(stored)["conditions"], [ok])}
-    rows = [
-        (later, None),  # the same outcome again: no write at all
-        ({"failureReason": None}, None),  # None: absent, and it is absent
-        ({"observedGeneration": 3}, "conditions"),  # a new generation: the conditions say so
-        ({"failureReason": "X", "failureMessage": "m"}, "deprecated"),
-    ]
-    for desired, key in rows:
-        change = status.patch(stored, desired)
-        assert (None if change is None else sorted(change)[0]) == key, desired
+    assert status.patch(stored, later) is None  # the same outcome again: no write at all
+    assert status.patch(stored, {"failureReason": None}) is None  # None: absent, and it is
+    # a new generation: every v1beta2 condition says which generation it speaks of
+    newer = _merged(stored, status.patch(stored, {"observedGeneration": 3}))
+    assert newer["observedGeneration"] == 3
+    assert {c["observedGeneration"] for c in newer["conditions"]} == {3}
+    assert _untimed(newer) == _untimed({**stored, "observedGeneration": 3, "conditions": [
+        {**c, "observedGeneration": 3} for c in stored["conditions"]]})  # fmt: skip
+    failed = _merged(stored, status.patch(stored, {"failureReason": "X", "failureMessage": "m"}))
+    assert failed["deprecated"]["v1beta1"] == {
+        **stored["deprecated"]["v1beta1"], "failureReason": "X", "failureMessage": "m",
+    }  # fmt: skip
+    assert status.view(failed)["failureReason"] == "X"
+
+
+def _merged(doc: Any, patch: Any) -> Any:
+    """RFC 7386 merge patch, as the API server applies it."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(doc) if isinstance(doc, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merged(out.get(key), value)
+    return out
+
+
+def _untimed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k != "lastTransitionTime"}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
 
 
 def test_a_fixed_failure_is_removed_and_an_unchanged_condition_keeps_its_time() -> None:
@@ -76,7 +103,10 @@ def test_a_fixed_failure_is_removed_and_an_unchanged_condition_keeps_its_time() 
     change = status.patch(failed, fixed)
     assert change is not None
     assert change["deprecated"]["v1beta1"]["failureReason"] is None  # removed by the merge patch
-    assert change["initialization"] == {"dataSecretCreated": True}
+    result = _merged(failed, change)
+    assert "failureReason" not in result["deprecated"]["v1beta1"]
+    assert result["initialization"] == {"dataSecretCreated": True}
+    assert result["dataSecretName"] == "w0" and result["observedGeneration"] == 2
     same = status.not_ready(status.view(failed), 1, error)
     assert status.patch(failed, same) is None  # the same failure again: its time kept, no write
 

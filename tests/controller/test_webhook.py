@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -177,3 +179,39 @@ def test_a_renewed_certificate_is_served_without_a_restart(testbed: Testbed) -> 
         process.terminate()
         _, err = process.communicate(timeout=30)
     assert '"result":"reloaded"' in err
+
+
+def _post(port: int, context: ssl.SSLContext, body: bytes, path: str = "/convert") -> int:
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_bad_requests_get_a_status_and_the_webhook_keeps_serving(testbed: Testbed) -> None:
+    crd = testbed.admin.get(kube.CRD, f"kubeadmconfigs.{kube.GROUP}")
+    assert crd is not None
+    bundle = crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
+    context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
+    port = testbed.webhook_port
+    rows = [
+        (b"{not json", "/convert", 400),
+        (b"[" * 200_000 + b"]" * 200_000, "/convert", 400),  # nested past any object's depth
+        (b"{}", "/elsewhere", 404),
+        (b"{}", "/convert", 200),  # a malformed review: answered, as a Failure result
+    ]
+    assert [_post(port, context, body, path) for body, path, _ in rows] == [c for _, _, c in rows]
+    # a client that is no TLS client at all (a TCP probe speaking plain HTTP) changes nothing
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:
+        plain.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        plain.recv(100)
+    review = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+              "request": {"uid": "u", "desiredAPIVersion": f"{kube.GROUP}/v1beta2",
+                          "objects": []}}  # fmt: skip
+    assert _post(port, context, json.dumps(review).encode()) == 200
+    log = (testbed.workdir / "webhook.log").read_text()
+    assert "Traceback" not in log and '"result":"ClientError"' in log
