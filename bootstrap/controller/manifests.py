@@ -505,6 +505,9 @@ def deployment(
         "readinessProbe": {
             "httpGet": {"path": "/healthz", "port": "webhook-server", "scheme": "HTTPS"},
             "periodSeconds": 5,
+            # a busy node must not drop the only replica from the Service: 30 s of failures
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
         },
         "securityContext": {
             "runAsNonRoot": True,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from lightkube import ApiError
 
 from bootstrap.controller import capi_crds, kube
 from bootstrap.controller.manifests import (
@@ -271,14 +272,25 @@ def apply_bundle(mgmt: Management, objects: list[Obj]) -> list[Obj]:
     return machines
 
 
+def _read_v1beta1(api: kube.Api, name: str, ns: str, errors: list[str]) -> Obj:
+    """The config as a v1beta1 reader gets it; an API error (a 500 while the webhook's Pod is
+    restarting, say) is kept in ``errors`` and read as nothing yet: the caller polls again."""
+    try:
+        return api.get(kube.KubeadmConfigV1Beta1, name, ns) or {}
+    except ApiError as exc:
+        errors.append(str(exc.status.message or exc)[-300:])
+        return {}
+
+
 def wait_data(api: kube.Api, machine: Obj, deadline: float, progress: Progress) -> bytes:
     """The userdata the controller wrote for ``machine``'s config; a terminal failure stops.
     Read as a Cluster API v1beta1 controller reads it: through the conversion webhook."""
     ns, name = _meta(machine).get("namespace", "default"), _meta(machine)["name"]
     config_name = str(machine["spec"]["bootstrap"]["configRef"]["name"])
     said = ""
+    errors: list[str] = []
     while time.monotonic() < deadline:
-        config = api.get(kube.KubeadmConfigV1Beta1, config_name, ns) or {}
+        config = _read_v1beta1(api, config_name, ns, errors)
         st = config.get("status") or {}
         if st.get("failureReason"):
             raise TerminalError(
@@ -299,7 +311,8 @@ def wait_data(api: kube.Api, machine: Obj, deadline: float, progress: Progress) 
             progress(f"cluster: {name}: the controller waits ({said})")
         time.sleep(1)
     raise TransientError(
-        "the controller wrote no bootstrap data in time",
+        "the controller wrote no bootstrap data in time"
+        + (f" (last API error: {errors[-1]})" if errors else ""),
         obj=f"KubeadmConfig {ns}/{config_name}",
         reason="NoBootstrapData",
     )
@@ -326,11 +339,12 @@ def _set_status(api: kube.Api, res: Any, obj: Obj, status: Obj) -> None:
 def wait_reports(api: kube.Api, machines: list[Obj], deadline: float, progress: Progress) -> Obj:
     """Every config's BootstrapSucceeded, as the nodes reported it to the controller."""
     found: Obj = {}
+    errors: list[str] = []
     while time.monotonic() < deadline:
         for machine in machines:
             ns = _meta(machine).get("namespace", "default")
             name = str(machine["spec"]["bootstrap"]["configRef"]["name"])
-            config = api.get(kube.KubeadmConfigV1Beta1, name, ns) or {}
+            config = _read_v1beta1(api, name, ns, errors)
             for cond in (config.get("status") or {}).get("conditions") or []:
                 if cond.get("type") == "BootstrapSucceeded" and cond.get("status") == "True":
                     if f"{ns}/{name}" not in found:
@@ -340,7 +354,8 @@ def wait_reports(api: kube.Api, machines: list[Obj], deadline: float, progress: 
             return found
         time.sleep(2)
     raise TransientError(
-        "not every node's bootstrap report reached the controller",
+        "not every node's bootstrap report reached the controller"
+        + (f" (last API error: {errors[-1]})" if errors else ""),
         obj="cluster",
         reason="ReportsMissing",
     )

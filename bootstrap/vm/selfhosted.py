@@ -133,6 +133,10 @@ def install(run: ClusterRun, image: ControllerImage, report_url: str, progress: 
         if obj["kind"] == "Deployment":
             for container in obj["spec"]["template"]["spec"]["containers"]:
                 container["imagePullPolicy"] = "Never"
+                # TCG: the node's API server answers in seconds, not milliseconds; a lease
+                # renewal missing the default 15 s would restart the only replica (and its
+                # webhook) for nothing
+                container["args"] += ["--lease-duration=60s", "--lease-renew=15s"]
     run.kubectl("apply", "-f", "-", stdin=capi_crds.render_yaml())
     run.kubectl("apply", "-f", "-", stdin=render_yaml(objects))
     run.kubectl(
