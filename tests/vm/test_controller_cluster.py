@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,29 +32,24 @@ SELF_HOSTED = "NODESMITH_TEST_SELF_HOSTED"
 pytestmark = pytest.mark.vm
 
 
+def _cluster(
+    cluster_image: Path, tmp_path: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``nodesmith vm cluster examples/ --via-controller [extra]``: its run and its report."""
+    out = tmp_path / "cluster.json"
+    proc = subprocess.run(
+        [NODESMITH, "vm", "cluster", str(cluster_image / "image.qcow2"), "-f",
+         str(REPO / "examples"), "--via-controller", *extra, "--json", str(out)],
+        capture_output=True, text=True, timeout=3000, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return proc, json.loads(out.read_text())
+
+
 def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
     cluster_image: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "cluster.json"
-    proc = subprocess.run(
-        [
-            NODESMITH,
-            "vm",
-            "cluster",
-            str(cluster_image / "image.qcow2"),
-            "-f",
-            str(REPO / "examples"),
-            "--via-controller",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3000,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    result = json.loads(out.read_text())
+    proc, result = _cluster(cluster_image, tmp_path)
     assert result["ok"] is True
     assert {(n["name"], n["role"], n["ready"], n["kubelet"]) for n in result["nodes"]} == {
         ("demo-cp-0", "init-control-plane", True, "v1.20.2"),
@@ -88,28 +84,7 @@ def test_self_hosted_the_controller_pod_writes_the_workers_data(
     controller Pod) went NotReady around the worker's join in both CI runs of 2026-12-06, its
     Pods left the webhook Service, and the worker's one-shot report was lost; the two runs on an
     otherwise idle machine passed (bench/RESULTS.md)."""
-    out = tmp_path / "cluster.json"
-    proc = subprocess.run(
-        [
-            NODESMITH,
-            "vm",
-            "cluster",
-            str(cluster_image / "image.qcow2"),
-            "-f",
-            str(REPO / "examples"),
-            "--via-controller",
-            "--controller-image",
-            str(controller_image),
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3000,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    result = json.loads(out.read_text())
+    proc, result = _cluster(cluster_image, tmp_path, "--controller-image", str(controller_image))
     assert result["ok"] is True
     assert {(n["name"], n["role"], n["ready"], n["kubelet"]) for n in result["nodes"]} == {
         ("demo-cp-0", "init-control-plane", True, "v1.20.2"),
