@@ -75,6 +75,8 @@ CONFIG_ERRORS = (
 TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 KILL_GRACE = 10  # seconds to collect a killed command's last output
 SLACK = 1  # seconds of room a try is given beyond the longest one so far
+REPORT_RETRY = 120  # seconds the last report is retried for, unless the config's reportRetry
+REPORT_RETRY_DELAY = 4
 
 
 def now():
@@ -104,6 +106,7 @@ class Status:
         self.report_url = cfg.get("reportUrl")
         self.report_credential = cfg.get("reportCredential") or ""
         self.report_ca = cfg.get("reportCA")  # None: the system's trust store
+        self.report_retry = int(cfg.get("reportRetry", REPORT_RETRY))
         self.reported = None
         self.sender = None
 
@@ -141,7 +144,11 @@ class Status:
     def report(self):
         """Tell the management cluster (``reportUrl``) about a phase change, from a thread: a
         slow or unreachable endpoint never holds up or fails the bootstrap. Reports go in
-        order (each waits for the one before, 6 s at most); errors are logged and dropped."""
+        order (each waits for the one before, 6 s at most, and gives up after 5 s); errors are
+        logged and dropped. The last report (Succeeded or Failed) is the one the management
+        cluster must not miss: it is retried for ``reportRetry`` s (120 by default) while
+        ``report_again`` says a later try can help, and the script waits for it before exiting
+        (the status and the sentinel are already written)."""
         if not self.report_url:
             return
         body = {
@@ -154,6 +161,7 @@ class Status:
         if key == self.reported:
             return
         self.reported = key
+        final = body["phase"] in ("Succeeded", "Failed")
         previous, url, credential = self.sender, self.report_url, self.report_credential
         ca = self.report_ca
 
@@ -169,29 +177,46 @@ class Status:
                     "Authorization": "Bearer " + credential,
                 },
             )
-            try:
-                tls = ssl.create_default_context(cadata=ca) if ca else None
-                urllib.request.urlopen(request, timeout=5, context=tls).close()
-            except Exception as exc:  # HTTP 4xx/5xx, refused, timeout: the node goes on
-                log(
-                    "nodesmith-bootstrap: could not report %s to the management cluster (%s); "
-                    "going on\n" % (body["phase"], type(exc).__name__)
-                )
+            give_up = time.monotonic() + (self.report_retry if final else 0)
+            while True:
+                try:
+                    tls = ssl.create_default_context(cadata=ca) if ca else None
+                    urllib.request.urlopen(request, timeout=5, context=tls).close()
+                    return
+                except Exception as exc:  # HTTP 4xx/5xx, refused, timeout: the node goes on
+                    if not report_again(exc) or time.monotonic() + REPORT_RETRY_DELAY > give_up:
+                        log(
+                            "nodesmith-bootstrap: could not report %s to the management "
+                            "cluster (%s); going on\n" % (body["phase"], type(exc).__name__)
+                        )
+                        return
+                time.sleep(REPORT_RETRY_DELAY)
 
         self.sender = threading.Thread(target=send)
         self.sender.daemon = True
         self.sender.start()
 
-    def flush(self, timeout=6):
-        """Give the last report a moment to leave before the script exits."""
+    def flush(self):
+        """Let the last report arrive (it retries for reportRetry s) before the script exits."""
         if self.sender is not None:
-            self.sender.join(timeout)
+            self.sender.join(self.report_retry + 10)
 
     def fail(self, reason, message, terminal=True):
         self.write(
             phase="Failed", reason=reason, message=message, terminal=terminal, finishedAt=now()
         )
         return 1
+
+
+def report_again(exc):
+    """True for what a later try can fix (curl's --retry --retry-connrefused): a refused or
+    reset connection, a timeout, HTTP 408, 429 or 5xx; never a 4xx or an untrusted
+    certificate, which only a new config changes."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return code in (408, 429) or code >= 500
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, (ConnectionRefusedError, ConnectionResetError, TimeoutError))
 
 
 # The environment and working directory the user's commands left: None until they change it.

@@ -94,9 +94,14 @@ write_status() {
 
 # The management cluster hears of each phase change (REPORT_URL), from the background: a slow
 # or unreachable endpoint never holds up or fails the bootstrap. Reports go in order (each
-# waits up to 6 s for the one before). The credential reaches curl through its config on
-# stdin, never its argv, where ps would show it; REPORT_CA (PEM), when set, is the only CA
-# trusted for the endpoint, else the system's store.
+# waits up to 6 s for the one before, which gives up after 5 s). The last one (Succeeded or
+# Failed) is the one the management cluster must not miss: it is retried for REPORT_RETRY s
+# (120 by default) while the endpoint refuses, times out or answers 408/429/5xx (its Service
+# may be between endpoints on a busy control plane), never on another 4xx or an untrusted
+# certificate, and the script waits for it before exiting (the status and the sentinel are
+# already written). The credential reaches curl through its config on stdin, never its argv,
+# where ps would show it; REPORT_CA (PEM), when set, is the only CA trusted for the endpoint,
+# else the system's store.
 REPORTED="" REPORT_PID=""
 report_status() {
     [ -n "${REPORT_URL:-}" ] || return 0
@@ -110,10 +115,17 @@ report_status() {
         "$(json_str "$PHASE")" "$(json_str "$REASON")" "$TERMINAL" "$(json_num "$ATTEMPTS")")
     [ "$body" = "$REPORTED" ] && return 0
     REPORTED=$body
+    local retry=()
+    case $PHASE in
+        Succeeded | Failed)
+            [ "${REPORT_RETRY:-0}" -gt 0 ] && retry=(--retry $((REPORT_RETRY / 4 + 1)) --retry-delay 4
+                --retry-connrefused --retry-max-time "$REPORT_RETRY") ;;
+    esac
     (
         wait_for_pid "$prev"
         if ! printf 'header = "Authorization: Bearer %s"\n' "${REPORT_CREDENTIAL:-}" \
-            | curl -fsS -m 5 -K - "${tls[@]}" -X POST -H 'Content-Type: application/json' \
+            | curl -fsS -m 5 "${retry[@]}" -K - "${tls[@]}" -X POST \
+                -H 'Content-Type: application/json' \
                 --data-binary "$body" "$REPORT_URL" > /dev/null 2>&1; then
             log "nodesmith-bootstrap: could not report $PHASE to the management cluster; going on"$'\n'
         fi
@@ -121,10 +133,10 @@ report_status() {
     REPORT_PID=$!
 }
 
-wait_for_pid() { # pid: until it exits, 6 s at most
+wait_for_pid() { # pid [seconds]: until it exits, 6 s (or the given seconds) at most
     [ -n "$1" ] || return 0
     local i
-    for i in $(seq 1 30); do kill -0 "$1" 2> /dev/null || return 0; sleep 0.2; done
+    for i in $(seq 1 $((${2:-6} * 5))); do kill -0 "$1" 2> /dev/null || return 0; sleep 0.2; done
 }
 
 fail() { # reason message [terminal]
@@ -319,7 +331,7 @@ bootstrap() {
 
 main() {
     ROLE=unknown REDACT=() PRE=() POST=() COMMAND=() VERB="" BACKOFF=5 MAX_BACKOFF=60 DEADLINE=900
-    CONSUME_CONFIG=""
+    CONSUME_CONFIG="" REPORT_RETRY=120
     local err
     # shellcheck source=/dev/null
     if ! err=$(bash -n "$1" 2>&1) || ! . "$1" 2> /dev/null || [ -z "${VERB:-}" ]; then
@@ -329,7 +341,7 @@ main() {
     PKI_DIR=${PKI_DIR:-/etc/kubernetes/pki}
     local code=0
     bootstrap || code=$?
-    wait_for_pid "$REPORT_PID"  # let the last report leave
+    wait_for_pid "$REPORT_PID" $((REPORT_RETRY + 10))  # the last report retries REPORT_RETRY s
     return "$code"
 }
 

@@ -455,6 +455,10 @@ def report_service(report: ReportEndpoint, namespace: str = NAMESPACE) -> Obj:
         "spec": {
             "type": report.service_type,
             "selector": dict(LABELS),  # every replica serves reports, the standby too
+            # A replica whose node the control plane marks NotReady for a moment (a missed
+            # heartbeat on a busy node) still serves: it stays an endpoint, and a node whose
+            # report reaches a replica that is not serving yet retries (the script does).
+            "publishNotReadyAddresses": True,
             "ports": [
                 {
                     "name": "reports",

@@ -97,6 +97,7 @@ _SHELL_VARS = (
     ("REPORT_URL", "reportUrl"),
     ("REPORT_CREDENTIAL", "reportCredential"),
     ("REPORT_CA", "reportCA"),
+    ("REPORT_RETRY", "reportRetry"),
     ("CONSUME_CONFIG", "consumeConfig"),
 )
 

@@ -168,6 +168,7 @@ def test_the_report_endpoint_in_the_manifests(
     for s in services:
         assert s["spec"]["selector"] == pod_labels(objects)
         assert s["spec"]["ports"] == [{"name": "reports", "port": 8443, "targetPort": "reports"}]
+        assert s["spec"]["publishNotReadyAddresses"] is True  # a NotReady node's replica serves
     volumes = [v for v in pod["volumes"] if "secret" in v]
     assert [v["secret"]["secretName"] for v in volumes] == ([tls_secret] if tls_secret else [])
 

@@ -498,25 +498,35 @@ def test_a_defect_in_the_script_ends_in_failed_not_running(tmp_path: Path) -> No
 class _Reports:
     """A real HTTP endpoint on 127.0.0.1 that records what the node script POSTs."""
 
-    def __init__(self, tls: Path | None = None) -> None:
-        """``tls``: a directory holding ``apiserver.crt``/``.key``, served over HTTPS."""
+    def __init__(
+        self, tls: Path | None = None, answers: dict[str, list[int]] | None = None
+    ) -> None:
+        """``tls``: a directory holding ``apiserver.crt``/``.key``, served over HTTPS.
+        ``answers``: per phase, the HTTP statuses its first POSTs get (a fault injected);
+        every POST is in ``attempts``, the accepted ones in ``received``."""
         import http.server
         import ssl
         import threading
 
         received: list[dict[str, Any]] = []
-        self.received = received
+        attempts: list[tuple[str, int]] = []
+        self.received, self.attempts = received, attempts
+        queued = {k: list(v) for k, v in (answers or {}).items()}
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 return
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append(
-                    {"path": self.path, "auth": self.headers["Authorization"], **json.loads(body)}
-                )
-                self.send_response(202)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                pending = queued.get(body["phase"], [])
+                code = pending.pop(0) if pending else 202
+                attempts.append((body["phase"], code))
+                if code == 202:
+                    received.append(
+                        {"path": self.path, "auth": self.headers["Authorization"], **body}
+                    )
+                self.send_response(code)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -566,6 +576,43 @@ def test_a_terminal_failure_is_reported_as_terminal(tmp_path: Path) -> None:
     assert r["rc"] == 1
     last = reports.received[-1]
     assert (last["phase"], last["reason"], last["terminal"]) == ("Failed", "PreflightFailed", True)
+
+
+@pytest.mark.parametrize(
+    ("answers", "attempts", "delivered"),
+    [
+        ([503, 503], 3, True),  # the Service between endpoints: retried until it takes it
+        ([502], 2, True),
+        ([403], 1, False),  # refused for good: a 4xx is not retried
+        ([422], 1, False),
+    ],
+)
+def test_the_last_report_is_retried_while_the_endpoint_fails_transiently(
+    tmp_path: Path, answers: list[int], attempts: int, delivered: bool
+) -> None:
+    reports = _Reports(answers={"Succeeded": answers})
+    try:
+        config = {"reportUrl": reports.url, "reportCredential": CREDENTIAL}
+        r = _run(tmp_path, "ok", config=config)
+    finally:
+        reports.close()
+    assert r["rc"] == 0 and r["status"]["phase"] == "Succeeded", r["out"]
+    assert [c for p, c in reports.attempts if p == "Succeeded"] == [*answers, 202][:attempts]
+    assert (reports.received[-1]["phase"] == "Succeeded") is delivered
+    assert r["out"].count("could not report Succeeded") == (0 if delivered else 1)
+
+
+def test_an_intermediate_report_is_sent_once(tmp_path: Path) -> None:
+    reports = _Reports(answers={"Running": [503]})
+    try:
+        config = {"reportUrl": reports.url, "reportCredential": CREDENTIAL}
+        r = _run(tmp_path, "ok", config=config)
+    finally:
+        reports.close()
+    assert r["rc"] == 0, r["out"]
+    # Started got the 503 and was dropped; the next Running report (the join) went through.
+    assert [c for p, c in reports.attempts if p == "Running"] == [503, 202]
+    assert [x["reason"] for x in reports.received] == ["RunningJoin", "Bootstrapped"]
 
 
 @pytest.mark.parametrize(
@@ -620,6 +667,7 @@ def test_an_unreachable_management_never_blocks_or_fails_the_bootstrap(
         config = {
             "reportUrl": f"http://127.0.0.1:{port}/v1/reports/default/demo-md-0",
             "reportCredential": CREDENTIAL,
+            "reportRetry": 3,  # the last report's retries: 120 s by default
         }
         started = time.monotonic()
         r = _run(tmp_path, "ok", config=config)
@@ -630,5 +678,6 @@ def test_an_unreachable_management_never_blocks_or_fails_the_bootstrap(
     assert r["status"]["phase"] == "Succeeded" and r["sentinel"]
     assert "could not report" in r["out"]
     assert CREDENTIAL not in r["out"]
-    # the bootstrap itself never waited on a report; only the exit gives the last one 6 s
-    assert seconds < 15, seconds
+    # the bootstrap itself never waited on a report; only the exit waits for the last one,
+    # for its retries (3 s here) and its last try
+    assert seconds < 20, seconds
