@@ -103,19 +103,23 @@ def sources_for(
     mirror: str | None,
     apt_dir: Path = APT_DIR,
     kind: str = "deb",
+    os: str | None = None,
 ) -> str:
     """deb822 text for ``suite``: ``--mirror`` if given, else the host's matching entries.
 
     ``kind="deb-src"`` gives the same entries for source packages, so a source build reaches
-    exactly the mirror the host's binary packages come from.
+    exactly the mirror the host's binary packages come from. ``os="debian"`` on a Debian host
+    lets another release's suite (``trixie`` on ``bookworm``) use the host's mirrors.
     """
     if mirror:
         return Entry((mirror,), (suite, f"{suite}-updates"), components, None).deb822(kind)
-    keep: list[str] = []
-    for e in host_entries(apt_dir):
-        suites = tuple(s for s in e.suites if s == suite or s.startswith(f"{suite}-"))
-        if suites and e.uris:
-            keep.append(Entry(e.uris, suites, e.components, e.signed_by).deb822(kind))
+    entries = host_entries(apt_dir)
+    keep = _for_suite(entries, suite, suite, kind)
+    host = host_codename(apt_dir.parent / "os-release") if os == "debian" else None
+    if not keep and host:
+        # Another Debian release than the host's (a Debian 13 image on a Debian 12 host): the
+        # host's own mirrors, archive and security, with the release's name in its suites.
+        keep = _for_suite(entries, host, suite, kind)
     if not keep:
         raise TerminalError(
             f"the host's apt sources under {apt_dir} have no entry for suite {suite!r}; "
@@ -125,6 +129,33 @@ def sources_for(
             reason="NoAptSources",
         )
     return "\n".join(keep)
+
+
+def _for_suite(entries: list[Entry], match: str, suite: str, kind: str) -> list[str]:
+    """The entries for ``match`` and its pockets (``-updates``, ``-security``), renamed to
+    ``suite``'s, as deb822 stanzas."""
+    keep: list[str] = []
+    for e in entries:
+        suites = tuple(
+            suite + s[len(match) :] for s in e.suites if s == match or s.startswith(f"{match}-")
+        )
+        if suites and e.uris:
+            keep.append(Entry(e.uris, suites, e.components, e.signed_by).deb822(kind))
+    return keep
+
+
+def host_codename(os_release: Path) -> str | None:
+    """The host's Debian release name (``VERSION_CODENAME``), None on another OS."""
+    try:
+        text = os_release.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    fields = dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+    )
+    if fields.get("ID", "").strip('"') != "debian":
+        return None
+    return fields.get("VERSION_CODENAME", "").strip('"') or None
 
 
 def sources_hash(text: str) -> str:

@@ -40,6 +40,8 @@ class Runtime(_Model):
     # Added by the image builder (optional, so older manifests still load).
     sandbox_image: str | None = Field(default=None, alias="sandboxImage")
     cri_socket: str | None = Field(default=None, alias="criSocket")
+    # The containerd config version written (2 for containerd 1.x, 3 for 2.x).
+    config_version: int | None = Field(default=None, alias="configVersion")
 
 
 class KubernetesBinaries(_Model):

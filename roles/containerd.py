@@ -1,57 +1,45 @@
-"""containerd role: Debian's containerd 1.6 with a CRI config for kubeadm, runc or crun.
+"""containerd role: the suite's containerd (or a checked .deb) with a CRI config for kubeadm.
 
-config.toml is version 2 (containerd < 2.0): systemd cgroups, a pinned sandbox (pause)
-image, registry hosts under /etc/containerd/certs.d, and CNI plugins from Debian's
-containernetworking-plugins (/usr/lib/cni, not the upstream /opt/cni/bin); /etc/crictl.yaml
-points at the socket.
+config.toml is in the version that containerd reads (bootstrap.image.containerd: 2 for 1.x,
+3 for 2.x, decided by the build before anything is installed): systemd cgroups, a pinned
+sandbox (pause) image, registry hosts under /etc/containerd/certs.d, and CNI plugins from
+Debian's containernetworking-plugins (/usr/lib/cni, not the upstream /opt/cni/bin);
+/etc/crictl.yaml points at the socket. runc or crun.
 """
 
 from io import StringIO
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.operations import apt, files, server
 
+from bootstrap.image.containerd import config_toml
 from bootstrap.image.defaults import DEFAULTS
 
 LIVE = str(host.data.get("live", "false")).lower() == "true"
 OCI = str(host.data.get("oci_runtime", DEFAULTS.oci_runtime))
 SANDBOX = str(host.data.get("sandbox_image", DEFAULTS.sandbox_image))
 SOCKET = "/run/containerd/containerd.sock"
+CONFIG_VERSION = int(host.data.get("containerd_config_version", 2))
+DEB = str(host.data.get("containerd_deb", ""))
 
 if OCI not in ("runc", "crun"):
     raise ValueError(f"oci_runtime must be runc or crun (got {OCI!r})")
 
-packages = ["containerd", "runc", "containernetworking-plugins"] + (
-    ["crun"] if OCI == "crun" else []
-)
-CNI_BIN = "/usr/lib/cni"  # where Debian's containernetworking-plugins installs them
-apt.packages(name="containerd packages", packages=packages, no_recommends=True)
+packages = ["runc", "containernetworking-plugins"] + (["crun"] if OCI == "crun" else [])
+if DEB:  # a containerd .deb from a dir: source (sha256 checked by the build): not the suite's
+    files.put(name="containerd .deb", src=DEB, dest=f"/var/tmp/{Path(DEB).name}", mode="0644")
+    apt.packages(name="containerd dependencies", packages=packages, no_recommends=True)
+    server.shell(
+        name=f"containerd from {Path(DEB).name}",
+        commands=[f"dpkg -i /var/tmp/{Path(DEB).name}", f"rm -f /var/tmp/{Path(DEB).name}"],
+    )
+else:
+    packages.insert(0, "containerd")
+    apt.packages(name="containerd packages", packages=packages, no_recommends=True)
 
 BINARY = "/usr/bin/crun" if OCI == "crun" else ""
-CONFIG = f"""# Written by nodesmith (roles/containerd.py). containerd 1.6: config version 2.
-version = 2
-imports = ["/etc/containerd/conf.d/*.toml"]
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{SANDBOX}"
-
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  default_runtime_name = "runc"
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-  SystemdCgroup = true
-  BinaryName = "{BINARY}"
-
-[plugins."io.containerd.grpc.v1.cri".registry]
-  config_path = "/etc/containerd/certs.d"
-
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "{CNI_BIN}"
-  conf_dir = "/etc/cni/net.d"
-"""
+CONFIG = config_toml(CONFIG_VERSION, SANDBOX, BINARY)
 
 for d in ("/etc/containerd", "/etc/containerd/conf.d", "/etc/containerd/certs.d"):
     files.directory(name=f"{d}", path=d, mode="0755", user="root", group="root")

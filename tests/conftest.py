@@ -8,11 +8,17 @@ that ``nodesmith kubernetes build`` (run by scripts/setup) built from Debian's s
 from pathlib import Path
 
 import pytest
-from image_build import built_image, cluster_image, controller_image
+from image_build import built_image, cluster_image, cluster_image_debian13, controller_image
 
 from bootstrap.kubernetes.build import current, verify
 
-__all__ = ["built_image", "cluster_image", "controller_image", "kubernetes_build"]
+__all__ = [
+    "built_image",
+    "cluster_image",
+    "cluster_image_debian13",
+    "controller_image",
+    "kubernetes_build",
+]
 
 
 @pytest.fixture(scope="session")

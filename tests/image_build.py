@@ -122,7 +122,6 @@ def cluster_image(
         return Path(reuse)
     require_build_host()
     base = Path(tmp_path_factory.mktemp("cluster-image", numbered=True))
-    out = base / "out"
     preload = base / "preload"
     preload.mkdir()
     sums = (kubernetes_build / "images" / "SHA256SUMS").read_text()
@@ -130,16 +129,38 @@ def cluster_image(
         (preload / archive.name).symlink_to(archive)
     sums += (controller_image / f"{ARCHIVE}.sha256").read_text()
     (preload / "SHA256SUMS").write_text(sums)
+    return _cluster_build("debian-12", kubernetes_build, preload, base / "out", "qcow2,box")
+
+
+@pytest.fixture(scope="session")
+def cluster_image_debian13(
+    kubernetes_build: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """``cluster_image`` on Debian 13 (trixie: its containerd 1.7, kernel 6.12, systemd 257,
+    cloud-init 25), qcow2 only, the Kubernetes images preloaded. Not containerd 2.x: the
+    kubelet v1.20.2 speaks CRI v1alpha2 alone, which containerd 2.0 removed."""
+    require_build_host()
+    base = Path(tmp_path_factory.mktemp("cluster-image-13", numbered=True))
+    return _cluster_build(
+        "debian-13", kubernetes_build, kubernetes_build / "images", base / "out", "qcow2"
+    )
+
+
+def _cluster_build(
+    definition: str, kubernetes_build: Path, preload: Path, out: Path, formats: str
+) -> Path:
     proc = subprocess.run(
-        [NODESMITH, "image", "build", str(REPO / "images/debian-12.yaml"),
+        [NODESMITH, "image", "build", str(REPO / f"images/{definition}.yaml"),
          "--kubernetes-source", f"dir:{kubernetes_build / 'bin'}",
          "--kubernetes-version", CLUSTER_VERSION,
          "--preload-images", str(preload),
-         "--sandbox-image", SANDBOX_1_20, "--format", "qcow2,box", "--output", str(out)],
+         "--sandbox-image", SANDBOX_1_20, "--format", formats, "--output", str(out)],
         capture_output=True, text=True, timeout=1800, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
-        pytest.fail(f"cluster image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        pytest.fail(
+            f"{definition} cluster image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
     return out
 
 
@@ -161,3 +182,42 @@ def controller_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith(f"{out / ARCHIVE} sha256:"), proc.stdout
     return out
+
+
+CONTAINERD_2_SUITE = "sid"  # Debian unstable: containerd 2.1 (trixie has 1.7, bookworm 1.6)
+
+
+def containerd_dir(suite: str = CONTAINERD_2_SUITE) -> Path:
+    """A ``dir:`` containerd source: the Debian ``suite``'s containerd .deb and its
+    SHA256SUMS, fetched once into the user cache with apt (the suite's signed index vouches
+    for the .deb's hash) from the host's own Debian mirror. Unstable's is containerd 2.x."""
+    from bootstrap.aptsources import host_codename, host_entries
+    from bootstrap.checksums import sha256_file
+    from bootstrap.fsutil import default_cache_dir
+    from bootstrap.image.rootfs import apt_options
+
+    cache = default_cache_dir() / "containerd" / suite
+    if (cache / "SHA256SUMS").is_file():
+        return cache
+    host = host_codename(Path("/etc/os-release"))
+    entry = next(e for e in host_entries() if host in e.suites)
+    work = cache.parent / f".{suite}.work"
+    shutil.rmtree(work, ignore_errors=True)
+    for d in ("parts", "lists/partial", "cache", "debs"):
+        (work / d).mkdir(parents=True)
+    (work / "parts/suite.sources").write_text(
+        f"Types: deb\nURIs: {entry.uris[0]}\nSuites: {suite}\nComponents: main\n"
+        + (f"Signed-By: {entry.signed_by}\n" if entry.signed_by else ""),
+        encoding="utf-8",
+    )
+    opts = apt_options(work / "parts", work / "lists", work / "cache", "amd64")
+    for verb in ("update", "download"):
+        argv = ["apt-get", "-q", *opts, verb, *(["containerd"] if verb == "download" else [])]
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=work / "debs", check=False)
+        assert proc.returncode == 0, f"apt-get {verb} ({suite}): {proc.stderr[-2000:]}"
+    (deb,) = (work / "debs").glob("containerd_*.deb")
+    (work / "debs/SHA256SUMS").write_text(f"{sha256_file(deb)}  {deb.name}\n", encoding="utf-8")
+    shutil.rmtree(cache, ignore_errors=True)
+    (work / "debs").rename(cache)
+    shutil.rmtree(work)
+    return cache

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from bootstrap.errors import UsageError
 from bootstrap.fsutil import default_cache_dir
+from bootstrap.image import containerd
 from bootstrap.image import definition as d
 from bootstrap.image.defaults import DEFAULTS
 from bootstrap.progress import Progress
@@ -32,6 +33,14 @@ def _add_kube_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubernetes-source", help="pkgs | http | dir:PATH | none")
     p.add_argument("--oci-runtime", help="runc | crun")
     p.add_argument("--sandbox-image", help="pinned pause image for containerd")
+    p.add_argument(
+        "--containerd-source",
+        help="package (the suite's, default) | dir:PATH (a containerd_*.deb + SHA256SUMS)",
+    )
+    p.add_argument("--containerd-version", help="the version the source must have, e.g. 1.7")
+    p.add_argument(
+        "--containerd-config-version", help="2 (containerd 1.x) | 3 (2.x); default: what it reads"
+    )
     p.add_argument(
         "--preload-images",
         metavar="DIR",
@@ -108,6 +117,15 @@ def options_from(args: argparse.Namespace, defn: d.Definition) -> d.Options:
         cache_dir=default_cache_dir(),
         work_parent=Path("/var/tmp"),
         preload_images=Path(args.preload_images).resolve() if args.preload_images else None,
+        containerd=containerd.parse(
+            defn.containerd,
+            str(defn.path),
+            {
+                "source": args.containerd_source,
+                "version": args.containerd_version,
+                "config_version": args.containerd_config_version,
+            },
+        ),
     )
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from bootstrap import aptsources
 from bootstrap.checksums import sha256_file
-from bootstrap.image import artifacts, disk, kubernetes, preload, rootfs
+from bootstrap.errors import TerminalError
+from bootstrap.image import artifacts, containerd, disk, kubernetes, preload, rootfs
+from bootstrap.image.containerd import Resolved
 from bootstrap.image.definition import Definition, Options
 from bootstrap.image.roles import ROLE_ORDER, apply_chroot, role_files
 from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_output
@@ -30,11 +32,29 @@ CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 
 
 def packages_for(defn: Definition, opts: Options) -> list[str]:
+    """What mmdebstrap installs: the definition's packages and the runtime's (containerd
+    itself only from the suite: a ``dir:`` containerd is the role's to install)."""
     pkgs = list(defn.packages)
     for p in ("containerd", "runc", *(["crun"] if opts.oci_runtime == "crun" else [])):
         if p not in pkgs:
             pkgs.append(p)
+    if opts.containerd.source == "dir":
+        pkgs.remove("containerd")
     return pkgs
+
+
+def resolve_containerd(defn: Definition, opts: Options, apt_sources: str) -> Resolved:
+    """The containerd this build installs, checked against its source before anything is:
+    the suite's package (its candidate in the build's fresh apt lists) or a ``dir:`` .deb."""
+    choice = opts.containerd
+    if choice.source == "dir":
+        assert choice.path is not None
+        deb, version = containerd.dir_package(choice.path)
+        return Resolved(version, containerd.check(choice, version, f"dir:{choice.path}"), deb)
+    options = rootfs.refresh_lists(defn, apt_sources, opts.cache_dir)
+    candidate = containerd.package_candidate(options)
+    config_version = containerd.check(choice, candidate, f"suite {defn.suite}")
+    return Resolved(candidate or "", config_version)
 
 
 def inputs_hash(
@@ -76,14 +96,23 @@ def check_kubernetes_dir(opts: Options) -> tuple[dict[str, Path], dict[str, str]
     return files, kubernetes.check_versions(files, opts.kubernetes_version)
 
 
-def role_data(opts: Options) -> dict[str, str]:
+def role_data(opts: Options, runtime: Resolved | None = None) -> dict[str, str]:
+    """The roles' host data. ``runtime``: the containerd a build resolved; without it
+    (``apply-roles`` on a running host) the config version asked for, else 2 (Debian's)."""
     src = opts.kubernetes_source
+    config_version = runtime.config_version if runtime else opts.containerd.config_version or 2
     data = {
         "kubernetes_source": src.kind,
         "kubernetes_version": opts.kubernetes_version,
         "oci_runtime": opts.oci_runtime,
         "sandbox_image": opts.sandbox_image,
+        "containerd_config_version": str(config_version),
     }
+    deb = runtime.deb if runtime else None
+    if deb is None and opts.containerd.source == "dir" and opts.containerd.path:
+        deb, _ = containerd.dir_package(opts.containerd.path)
+    if deb is not None:
+        data["containerd_deb"] = str(deb)
     if src.path:
         data["kubernetes_dir"] = str(src.path)
     if opts.preload_images:
@@ -125,24 +154,45 @@ def build(
     """
     output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
-    apt_sources = aptsources.sources_for(defn.suite, defn.components, opts.mirror)
+    apt_sources = aptsources.sources_for(defn.suite, defn.components, opts.mirror, os=defn.os)
+    runtime = resolve_containerd(defn, opts, apt_sources)
     with StagedBuild(f"image-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
         progress = staged.progress
         progress.say(f"building {defn.name} -> {output} (log: {staged.log_path})")
+        progress.say(
+            f"  containerd {runtime.version} from {opts.containerd}, "
+            f"config version {runtime.config_version}"
+        )
         root = staged.work / "root"
         with progress.stage("rootfs"):
             rootfs.build_rootfs(
                 defn, packages_for(defn, opts), root, apt_sources, opts.cache_dir, progress
             )
         with progress.stage("roles"):
-            apply_chroot(root, role_data(opts), progress, roles)
+            apply_chroot(root, role_data(opts, runtime), progress, roles)
         with progress.stage("inspect"):
             inspected = inspect(root, archives)
+            check_installed(inspected, runtime)
         found = disk_artifacts(defn, opts, root, staged)
         described = staged.describe(found)
         inputs = inputs_hash(defn, opts, apt_sources, kube_files)
         return staged.publish(
-            make_manifest(defn, opts, inspected, kube_versions, described, inputs, progress.timings)
+            make_manifest(
+                defn, opts, inspected, kube_versions, described, inputs, progress.timings, runtime
+            )
+        )
+
+
+def check_installed(inspected: Inspected, runtime: Resolved) -> None:
+    """The root holds the containerd that was checked (a mirror updated in between, or a
+    role that installed another, would make the manifest lie)."""
+    got = inspected.packages.get("containerd")
+    if got != runtime.version:
+        raise TerminalError(
+            f"the root has containerd {got}, but the build resolved {runtime.version}",
+            obj="image root",
+            field="containerd.version",
+            reason="ContainerdVersionChanged",
         )
 
 
@@ -186,6 +236,7 @@ def make_manifest(
     described: dict[str, Artifact],
     inputs: str,
     timings: dict[str, float],
+    runtime: Resolved | None = None,
 ) -> ImageManifest:
     """The manifest.json of a finished build (what ``render --image-manifest`` checks)."""
     pkgs = inspected.packages
@@ -199,6 +250,11 @@ def make_manifest(
         runtime=Runtime(
             name=opts.runtime,
             version=pkgs.get("containerd"),
+            configVersion=(
+                runtime.config_version
+                if runtime
+                else containerd.config_version_for(pkgs.get("containerd") or "1")
+            ),
             ociRuntime=OCIRuntime(name=opts.oci_runtime, version=pkgs.get(opts.oci_runtime)),
             sandboxImage=opts.sandbox_image,
             criSocket=CRI_SOCKET,

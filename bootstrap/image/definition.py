@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from bootstrap.errors import TerminalError, UsageError, bad_usage, invalid
+from bootstrap.image.containerd import Choice, parse
 
 FORMATS = ("qcow2", "raw", "box")
 OCI_RUNTIMES = ("runc", "crun")
@@ -38,6 +39,8 @@ class Definition:
     components: tuple[str, ...]
     defaults: dict[str, Any]
     text: str
+    # The ``containerd:`` mapping as written (see bootstrap.image.containerd.parse).
+    containerd: Any = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Options:
     extra: dict[str, str] = field(default_factory=dict)
     # A directory of image archives + SHA256SUMS to import into containerd (air-gapped).
     preload_images: Path | None = None
+    containerd: Choice = field(default_factory=Choice)
 
 
 def _need(raw: dict[str, Any], key: str, src: str) -> Any:
@@ -121,6 +125,7 @@ def load_definition(path: str | Path) -> Definition:
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise invalid(src, "defaults", defaults, "must be a mapping")
+    parse(raw.get("containerd"), src, {})  # a typo fails here, before any flag is read
     arch = str(raw.get("arch", "amd64"))
     if arch != "amd64":
         raise invalid(src, "arch", arch, "only amd64 is supported")
@@ -136,6 +141,7 @@ def load_definition(path: str | Path) -> Definition:
         components=tuple(raw.get("components") or ["main"]),
         defaults=dict(defaults),
         text=text,
+        containerd=raw.get("containerd"),
     )
 
 

@@ -25,7 +25,14 @@ from bootstrap.errors import TerminalError, UsageError
 from bootstrap.hostutil import free_port
 from bootstrap.image import artifacts, diskfs
 from bootstrap.image.build import build as chroot_build
-from bootstrap.image.build import check_inputs, inputs_hash, make_manifest
+from bootstrap.image.build import (
+    check_inputs,
+    check_installed,
+    inputs_hash,
+    make_manifest,
+    resolve_containerd,
+)
+from bootstrap.image.containerd import Resolved
 from bootstrap.image.definition import Definition, KubernetesSource, Options
 from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_output
 from bootstrap.manifest import load_manifest
@@ -47,9 +54,13 @@ def seed_iso(work: Path, pubkey: str) -> Path:
     return build_seed_iso(work / "seed.iso", user_data.encode(), meta_data.encode())
 
 
-def role_args(opts: Options) -> str:
+def role_args(opts: Options, runtime: Resolved) -> str:
     """apply-roles' options, as one shell-quoted string for the shell-local provisioner."""
     args = [
+        "--containerd-source",
+        str(opts.containerd),
+        "--containerd-config-version",
+        str(runtime.config_version),
         "--kubernetes-source",
         str(opts.kubernetes_source),
         "--kubernetes-version",
@@ -147,22 +158,26 @@ def build_with_packer(
         raise UsageError("--format box is built by the chroot builder only")
     output = prepare_output(opts.output, force)
     kube_files, kube_versions, archives = check_inputs(opts)
-    apt_sources = aptsources.sources_for(defn.suite, defn.components, opts.mirror)
+    apt_sources = aptsources.sources_for(defn.suite, defn.components, opts.mirror, os=defn.os)
+    runtime = resolve_containerd(defn, opts, apt_sources)
     config = data_dir("images")
     with StagedBuild(f"packer-{defn.name}", output, opts.cache_dir, opts.work_parent) as staged:
         progress = staged.progress
         progress.say(f"building {defn.name} with packer-qemu -> {output} (log: {staged.log_path})")
         with progress.stage("base disk (chroot, cloud-init role only)"):
             base = base_disk(defn, opts, staged.work / "base")
-        variables = packer_variables(defn, opts, base, staged.work, accel)
+        variables = packer_variables(defn, opts, runtime, base, staged.work, accel)
         with progress.stage("packer build (qemu)"):
             run_packer_with_roles_log(config, variables, staged.work, progress)
         found, inspected = packer_artifacts(opts, staged, archives)
+        check_installed(inspected, runtime)
         described = staged.describe(found)
         packer_files = tuple(config / f for f in QEMU_FILES)
         inputs = inputs_hash(defn, opts, apt_sources, kube_files, extra=packer_files)
         return staged.publish(
-            make_manifest(defn, opts, inspected, kube_versions, described, inputs, progress.timings)
+            make_manifest(
+                defn, opts, inspected, kube_versions, described, inputs, progress.timings, runtime
+            )
         )
 
 
@@ -175,7 +190,7 @@ def base_disk(defn: Definition, opts: Options, output: Path) -> Path:
 
 
 def packer_variables(
-    defn: Definition, opts: Options, base: Path, work: Path, accel: str
+    defn: Definition, opts: Options, runtime: Resolved, base: Path, work: Path, accel: str
 ) -> dict[str, str]:
     """The template's variables: base disk (sha256-pinned), seed with a throw-away key,
     accelerator, SSH port, and the ``apply-roles`` command line the provisioner runs."""
@@ -195,7 +210,7 @@ def packer_variables(
         "ssh_port": str(free_port()),
         "disk_size": f"{defn.disk_size_mib}M",
         "nodesmith": str(Path(sys.executable).parent / "nodesmith"),
-        "role_args": f"{role_args(opts)} --log {shlex.quote(str(roles_log))}",
+        "role_args": f"{role_args(opts, runtime)} --log {shlex.quote(str(roles_log))}",
         "restrict_guest_network": "off" if needs_guest_network(opts) else "on",
     }
 

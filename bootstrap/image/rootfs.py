@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import time
 from pathlib import Path
 
 from bootstrap.aptsources import sources_hash
+from bootstrap.errors import TransientError
 from bootstrap.image.definition import Definition
 from bootstrap.progress import Progress
 
@@ -32,6 +34,54 @@ def lists_fresh(cache: Path) -> bool:
     if not stamp.is_file() or not any((cache / "lists").glob("*Packages*")):
         return False
     return time.time() - stamp.stat().st_mtime < max_age
+
+
+def apt_options(sources_dir: Path, lists: Path, cache: Path, arch: str) -> list[str]:
+    """apt-get/apt-cache options that read only the build's sources and lists, never the
+    host's own state (its sources, status, preferences or caches)."""
+    opts = {
+        "Dir::Etc::SourceList": "/dev/null",
+        "Dir::Etc::SourceParts": str(sources_dir),
+        "Dir::Etc::Preferences": "/dev/null",
+        "Dir::Etc::PreferencesParts": "/dev/null",
+        "Dir::State::Lists": str(lists),
+        "Dir::State::status": "/dev/null",
+        "Dir::Cache": str(cache),
+        "Dir::Cache::pkgcache": "",
+        "Dir::Cache::srcpkgcache": "",
+        "APT::Architecture": arch,
+        "APT::Architectures": arch,
+        "APT::Sandbox::User": "root",
+        "Acquire::Retries": "3",
+    }
+    return [x for k, v in opts.items() for x in ("-o", f"{k}={v}")]
+
+
+def refresh_lists(defn: Definition, sources: str, cache_dir: Path) -> list[str]:
+    """The suite's apt lists in the build cache, refreshed unless fresh, before anything is
+    installed: the options that make apt read them (what a check of the suite's packages,
+    such as containerd's version, asks with). mmdebstrap then builds from these lists."""
+    cache = apt_cache(cache_dir, defn.suite, sources)
+    lists, parts = cache / "lists", cache / "sources.d"
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    parts.mkdir(parents=True, exist_ok=True)
+    (parts / "build.sources").write_text(sources, encoding="utf-8")
+    options = apt_options(parts, lists, cache / "apt-cache", defn.arch)
+    if lists_fresh(cache):
+        return options
+    (cache / "apt-cache").mkdir(exist_ok=True)
+    proc = subprocess.run(
+        ["apt-get", "-q", *options, "update"], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0 or "\nE: " in "\n" + proc.stdout + proc.stderr:
+        last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise TransientError(
+            f"apt-get update of suite {defn.suite} failed: {last[0]}",
+            obj="apt sources",
+            reason="AptUpdateFailed",
+        )
+    (cache / "lists.stamp").touch()
+    return options
 
 
 def mmdebstrap_argv(

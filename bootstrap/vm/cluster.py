@@ -430,6 +430,8 @@ def report(run: ClusterRun) -> dict[str, Any]:
                 "ready": _ready_since(obj) is not None,
                 "kubelet": info.get("kubeletVersion"),
                 "containerRuntime": info.get("containerRuntimeVersion"),
+                "osImage": info.get("osImage"),
+                "kernel": info.get("kernelVersion"),
                 "labels": dict((obj.get("metadata") or {}).get("labels") or {}),
                 "staticPods": mirrors.get(node.name, []),
                 "timeline": node.timeline,

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from image_build import build, kube_dir, require_build_host
+from image_build import build, containerd_dir, kube_dir, require_build_host
 
 
 def root_partition_offset(raw: Path) -> int:
@@ -48,8 +48,9 @@ def built_root(built_image: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture(scope="session")
 def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Output dir of ``--builder packer-qemu --oci-runtime crun`` (qcow2 + raw): Packer's qemu
-    builder boots the base disk under TCG and the roles run over SSH. ``build-output.txt``
+    """Output dir of ``--builder packer-qemu --oci-runtime crun`` (qcow2 + raw) with containerd
+    2.x (Debian unstable's .deb as a ``dir:`` source, config version 3): Packer's qemu builder
+    boots the base disk under TCG and the roles run over SSH. ``build-output.txt``
     beside it holds what the command printed. ``NODESMITH_TEST_PACKER_IMAGE=dir`` reuses an
     earlier build."""
     reuse = os.environ.get("NODESMITH_TEST_PACKER_IMAGE")
@@ -61,7 +62,8 @@ def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = Path(tmp_path_factory.mktemp("packer", numbered=True))
     (base / "cwd").mkdir()
     proc = build(base / "out", kube_dir(base / "k8s"), "--builder", "packer-qemu",
-                 "--oci-runtime", "crun", "--format", "qcow2,raw", cwd=base / "cwd")  # fmt: skip
+                 "--oci-runtime", "crun", "--format", "qcow2,raw",
+                 "--containerd-source", f"dir:{containerd_dir()}", cwd=base / "cwd")  # fmt: skip
     (base / "build-output.txt").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     return base / "out"
 

@@ -234,3 +234,35 @@ def test_a_killed_build_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
     assert not dead.exists() and mounts_under(dead) == []
     assert not list(tmp_path.glob(".*.partial-*"))
     assert set(Path("/var/tmp").glob("nodesmith-image-*")) <= before
+
+
+@pytest.mark.parametrize(
+    ("definition", "flags", "named", "found"),
+    [
+        ("debian-12", ["--containerd-version", "2.1"], "containerd.version wants 2.1",
+         "suite bookworm has containerd 1.6."),
+        ("debian-13", ["--containerd-config-version", "3"], "containerd.config_version 3",
+         "cannot be read by containerd 1.7."),
+        ("debian-12", ["--containerd-source", "dir:{sid}", "--containerd-version", "1.6"],
+         "containerd.version wants 1.6", "has containerd 2."),
+        ("debian-12", ["--containerd-source", "dir:{missing}"], "containerd.source",
+         "is not a directory"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("builder", ["chroot", "packer-qemu"])
+def test_a_containerd_the_source_lacks_stops_before_install(
+    tmp_path: Path, builder: str, definition: str, flags: list[str], named: str, found: str
+) -> None:
+    """Asked of the suite's fresh apt lists (or the dir: .deb) before any root or VM."""
+    from image_build import containerd_dir
+
+    args = [f.format(sid=containerd_dir("sid"), missing=tmp_path / "none") for f in flags]
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    proc = nodesmith("image", "build", str(REPO / f"images/{definition}.yaml"), *args,
+                     "--output", str(out), "--builder", builder)  # fmt: skip
+    assert proc.returncode == 65, proc.stderr
+    assert time.monotonic() - t0 < 60  # at most an apt-get update: no root, no VM
+    assert named in proc.stderr and found in proc.stderr, proc.stderr
+    assert "rootfs" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists() and not list(tmp_path.glob(".out.partial-*"))

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from bootstrap.image.containerd import config_version_for
+from bootstrap.manifest import ImageManifest, load_manifest
+
 pytestmark = pytest.mark.image
 
 
@@ -59,23 +62,51 @@ def test_no_core_dumps_or_apt_lists(host: testinfra.host.Host) -> None:
     assert host.check_output("ls /var/lib/apt/lists | grep -c Packages || true") == "0"
 
 
-def test_containerd_enabled_and_configured(host: testinfra.host.Host) -> None:
+@pytest.fixture
+def manifest(request: pytest.FixtureRequest) -> ImageManifest:
+    """The manifest of the image whose root ``host`` is."""
+    root = request.node.callspec.params["host"]
+    image = {"built_root": "built_image", "packer_root": "packer_image"}[root]
+    return load_manifest(request.getfixturevalue(image) / "manifest.json")
+
+
+@pytest.fixture
+def config_dump(host: testinfra.host.Host) -> str:
+    """What the root's own containerd makes of its config.toml."""
+    res = host.run("containerd --config /etc/containerd/config.toml config dump")
+    assert res.rc == 0, res.stderr
+    return str(res.stdout).replace("'", '"')
+
+
+def test_containerd_enabled_and_configured(
+    host: testinfra.host.Host, manifest: ImageManifest, config_dump: str
+) -> None:
+    """The manifest says which containerd and config version: the root holds exactly those,
+    and its containerd reads the file (chroot: Debian 12's 1.6, version 2; packer: 2.x from a
+    dir: source, version 3)."""
     assert host.service("containerd").is_enabled
     cfg = host.file("/etc/containerd/config.toml")
     assert cfg.mode == 0o644
-    assert cfg.contains("SystemdCgroup = true")
-    assert cfg.contains('sandbox_image = "registry.k8s.io/pause:3.10"')
+    version = host.package("containerd").version
+    assert version == manifest.runtime.version
+    config_version = manifest.runtime.config_version
+    assert config_version == config_version_for(version)
+    assert cfg.content_string.splitlines()[1] == f"version = {config_version}"
+    assert f"version = {config_version}\n" in config_dump
+    assert "SystemdCgroup = true" in config_dump
+    sandbox = "sandbox_image" if config_version == 2 else "sandbox"
+    assert f'{sandbox} = "registry.k8s.io/pause:3.10"' in config_dump
     assert host.file("/etc/crictl.yaml").contains("unix:///run/containerd/containerd.sock")
-    assert host.package("containerd").version.startswith("1.6.")
     assert host.package("runc").is_installed
 
 
-def test_node_can_join_an_isolated_network(host: testinfra.host.Host) -> None:
+def test_node_can_join_an_isolated_network(host: testinfra.host.Host, config_dump: str) -> None:
     """What a real kubeadm join needed (found on the first real cluster): CNI plugins where
     containerd looks for them, ethtool for kubeadm's preflight, and a resolv.conf even when
     no DHCP server hands one out (the kubelet cannot create a pod sandbox without it)."""
-    cfg = host.file("/etc/containerd/config.toml")
-    assert cfg.contains('bin_dir = "/usr/lib/cni"') and cfg.contains('conf_dir = "/etc/cni/net.d"')
+    v3 = "version = 3\n" in config_dump  # containerd 2.x: a list of directories
+    cni = 'bin_dirs = ["/usr/lib/cni"]' if v3 else 'bin_dir = "/usr/lib/cni"'
+    assert cni in config_dump and 'conf_dir = "/etc/cni/net.d"' in config_dump
     assert host.package("containernetworking-plugins").is_installed
     for plugin in ("bridge", "host-local", "loopback", "portmap"):
         assert host.file(f"/usr/lib/cni/{plugin}").mode & 0o111, plugin

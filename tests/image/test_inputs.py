@@ -50,6 +50,31 @@ def test_only_the_suites_entries_are_kept(tmp_path: Path) -> None:
     assert "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" in text
 
 
+@pytest.mark.parametrize(
+    ("os_release", "os", "suites"),
+    [
+        ('ID=debian\nVERSION_CODENAME=bookworm\n', "debian",
+         ["Suites: trixie trixie-updates", "Suites: trixie-security"]),
+        ('ID=debian\nVERSION_CODENAME=bookworm\n', "ubuntu", None),  # noble is no Debian suite
+        ('ID="ubuntu"\nVERSION_CODENAME=noble\n', "debian", None),  # not a Debian host
+    ],
+)  # fmt: skip
+def test_another_debian_release_uses_the_hosts_mirrors(
+    tmp_path: Path, os_release: str, os: str, suites: list[str] | None
+) -> None:
+    etc = tmp_path / "etc"
+    apt = apt_dir(etc / "apt")
+    (etc / "os-release").write_text(os_release)
+    if suites is None:
+        with pytest.raises(TerminalError, match="no entry for suite 'trixie'"):
+            sources_for("trixie", ("main",), None, apt, os=os)
+        return
+    text = sources_for("trixie", ("main",), None, apt, os=os)
+    assert [line for line in text.splitlines() if line.startswith("Suites:")] == suites
+    assert "URIs: http://mirror.example/debian\n" in text and "bookworm" not in text
+    assert "nodesource" not in text and "cloud.example" not in text
+
+
 def test_mirror_overrides_host_sources(tmp_path: Path) -> None:
     text = sources_for("bookworm", ("main",), "http://local/debian", apt_dir(tmp_path))
     assert "URIs: http://local/debian" in text and "mirror.example" not in text
@@ -69,7 +94,7 @@ def test_warm_build_skips_apt_update(tmp_path: Path) -> None:
 
 
 def test_definitions_load() -> None:
-    for name in ("debian-12.yaml", "ubuntu-24.04.yaml"):
+    for name in ("debian-12.yaml", "debian-13.yaml", "ubuntu-24.04.yaml"):
         defn = d.load_definition(Path(__file__).parents[2] / "images" / name)
         assert "containerd" in defn.packages and defn.disk_size_mib == 4096
 

@@ -7,10 +7,12 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from bootstrap.image.containerd import Choice, Resolved
 from bootstrap.image.definition import KubernetesSource, Options
 from bootstrap.image.packer import PACKER, needs_guest_network, role_args
 from bootstrap.resources import data_dir
@@ -119,11 +121,18 @@ def test_role_args_carry_the_build_options() -> None:
     """What the shell-local provisioner hands apply-roles, as the shell will split it."""
     common = ["--kubernetes-version", "v1.31.4", "--oci-runtime", "crun",
               "--sandbox-image", "registry.k8s.io/pause:3.10"]  # fmt: skip
-    offline = role_args(options("dir", "/srv/k8s bins"))
-    assert shlex.split(offline) == ["--kubernetes-source", "dir:/srv/k8s bins", *common,
+    suite = ["--containerd-source", "package", "--containerd-config-version", "2"]
+    offline = role_args(options("dir", "/srv/k8s bins"), Resolved("1.6.20~ds1-1+deb12u3", 2))
+    assert shlex.split(offline) == [*suite, "--kubernetes-source", "dir:/srv/k8s bins", *common,
                                     "--no-apt-update"]  # fmt: skip
     # pkgs.k8s.io, dl.k8s.io and a mirror are reached from inside the VM: network on.
-    assert shlex.split(role_args(options("pkgs"))) == ["--kubernetes-source", "pkgs", *common]
+    pkgs = role_args(options("pkgs"), Resolved("1.6.20~ds1-1+deb12u3", 2))
+    assert shlex.split(pkgs) == [*suite, "--kubernetes-source", "pkgs", *common]
+    # a dir: containerd goes to the VM as that source; the build resolved its config version
+    two = replace(options("pkgs"), containerd=Choice("dir", Path("/srv/c d")))
+    deb = Path("/srv/c d/containerd_2.1.9+ds1-5_amd64.deb")
+    assert shlex.split(role_args(two, Resolved("2.1.9+ds1-5", 3, deb)))[:4] == [
+        "--containerd-source", "dir:/srv/c d", "--containerd-config-version", "3"]  # fmt: skip
     for online in (options("pkgs"), options("http"), options("none", mirror="http://m/")):
         assert needs_guest_network(online)
     assert not needs_guest_network(options("none"))

@@ -1,5 +1,6 @@
-"""``nodesmith image build --builder packer-qemu --oci-runtime crun``, run for real: packer
-1.6.6 (through packer-py) boots the base disk under TCG and the roles run over SSH.
+"""``nodesmith image build --builder packer-qemu --oci-runtime crun`` with containerd 2.x (a
+``dir:`` source), run for real: packer 1.6.6 (through packer-py) boots the base disk under TCG
+and the roles run over SSH.
 test_hygiene.py checks the resulting root; this checks what the build publishes and prints,
 and boots the result as a node (where the readiness suite runs a container with crun)."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from image_build import containerd_dir
 from test_artifacts import sha256
 
 from bootstrap.manifest import load_manifest
@@ -46,7 +48,10 @@ def test_manifest_describes_the_disk_packer_returned(packer_image: Path, packer_
     rows = [line.split("=", 2) for line in out.splitlines()]
     inside = {name: version for status, name, version in rows if status[1:2] == "i"}
     assert len(inside) > 150 and m.packages == inside
-    assert m.runtime.version == inside["containerd"] and m.runtime.version.startswith("1.6.")
+    # containerd 2.x from the dir: source (Debian unstable's .deb), with a version 3 config
+    (deb,) = containerd_dir().glob("containerd_*.deb")
+    assert m.runtime.version == inside["containerd"] == deb.name.split("_")[1]
+    assert m.runtime.version.startswith("2.") and m.runtime.config_version == 3
     boot = packer_root / "boot"
     assert [m.kernel] == [p.name.removeprefix("vmlinuz-") for p in boot.glob("vmlinuz-*")]
     assert m.os is not None and (m.os.id, m.os.version_id) == ("debian", "12")
@@ -57,6 +62,7 @@ def test_manifest_describes_the_disk_packer_returned(packer_image: Path, packer_
     assert m.runtime.oci_runtime.version == inside["crun"]
     config = (packer_root / "etc/containerd/config.toml").read_text()
     assert 'BinaryName = "/usr/bin/crun"' in config and "SystemdCgroup = true" in config
+    assert config.splitlines()[1] == "version = 3" and "io.containerd.cri.v1.runtime" in config
     stages = ("base disk (chroot, cloud-init role only)", "packer build (qemu)", "qcow2", "total")
     for stage in stages:
         assert m.timings[stage] > 0, stage

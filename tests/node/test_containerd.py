@@ -20,6 +20,20 @@ def config_dump(host: Any) -> str:
     return out
 
 
+def test_containerd_reads_its_config_file(host: Any, config_dump: str) -> None:
+    """The file's version is one this containerd reads (2 for 1.x; 3, or a migrated 2, for
+    2.x): a 1.6 given a 3 would ignore it and run on its defaults, a 1.7 would not start."""
+    out = host.check_output("containerd --version")
+    found = re.search(r"\s(\d+)\.\d+\.\d+", out)
+    assert found, f"no version in {out!r}"
+    native = 3 if int(found.group(1)) >= 2 else 2
+    written = re.search(
+        r"^version = (\d+)", host.file("/etc/containerd/config.toml").content_string, re.M
+    )
+    assert written and int(written.group(1)) <= native, (out, written)
+    assert re.search(rf"^version = {native}$", config_dump, re.M), "containerd did not read it"
+
+
 def test_containerd_active(host: Any) -> None:
     svc = host.service("containerd")
     assert svc.is_running, "containerd.service is not active"

@@ -7,9 +7,9 @@ controller wrote, the worker's bootstrap token is created by the controller in t
 cluster, ``kubeadm init``/``join`` run for real, and each node's bootstrap script reports its
 outcome to the controller, which records ``BootstrapSucceeded`` on the KubeadmConfig. The
 management cluster's CRDs store v1beta2 and this run reads them as v1beta1, through the host
-controller's conversion webhook.
+controller's conversion webhook. It runs on a Debian 13 image (``cluster_image_debian13``).
 
-The self-hosted variant (``--controller-image``, ``bootstrap.vm.selfhosted``;
+The self-hosted variant on Debian 12 (``--controller-image``, ``bootstrap.vm.selfhosted``;
 ``NODESMITH_TEST_SELF_HOSTED=0`` leaves it out): once the control plane is up, the cluster
 becomes its own management cluster and the worker boots from the data Secret the controller
 *Pod* wrote.
@@ -25,6 +25,9 @@ from typing import Any
 
 import pytest
 
+from bootstrap.image.containerd import upstream
+from bootstrap.manifest import load_manifest
+
 REPO = Path(__file__).resolve().parents[2]
 NODESMITH = str(REPO / ".venv" / "bin" / "nodesmith")
 
@@ -34,12 +37,12 @@ pytestmark = pytest.mark.vm
 
 
 def _cluster(
-    cluster_image: Path, tmp_path: Path, *extra: str
+    image: Path, tmp_path: Path, *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """``nodesmith vm cluster examples/ --via-controller [extra]``: its run and its report."""
     out = tmp_path / "cluster.json"
     proc = subprocess.run(
-        [NODESMITH, "vm", "cluster", str(cluster_image / "image.qcow2"), "-f",
+        [NODESMITH, "vm", "cluster", str(image / "image.qcow2"), "-f",
          str(REPO / "examples"), "--via-controller", *extra, "--json", str(out)],
         capture_output=True, text=True, timeout=3000, check=False,
     )  # fmt: skip
@@ -48,14 +51,30 @@ def _cluster(
 
 
 def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
-    cluster_image: Path, tmp_path: Path
+    cluster_image_debian13: Path, tmp_path: Path
 ) -> None:
-    proc, result = _cluster(cluster_image, tmp_path)
+    """On Debian 13 (trixie: kernel 6.12, systemd 257, cloud-init 25, containerd 1.7; the
+    self-hosted run below is Debian 12's). Not containerd 2.x: the kubelet v1.20.2 (the only
+    Kubernetes buildable here) speaks CRI v1alpha2 alone, which containerd 2.0 removed; the
+    packer-built image (tests/image) boots containerd 2.1 with its version 3 config instead."""
+    manifest = load_manifest(cluster_image_debian13 / "manifest.json")
+    assert manifest.os is not None and (manifest.os.id, manifest.os.version_id) == ("debian", "13")
+    assert manifest.runtime.version and manifest.runtime.config_version == 2
+    proc, result = _cluster(cluster_image_debian13, tmp_path)
     assert result["ok"] is True
-    assert {(n["name"], n["role"], n["ready"], n["kubelet"]) for n in result["nodes"]} == {
-        ("demo-cp-0", "init-control-plane", True, "v1.20.2"),
-        ("demo-md-0", "worker-join", True, "v1.20.2"),
+    trixie, runtime = (
+        "Debian GNU/Linux 13 (trixie)",
+        f"containerd://{upstream(manifest.runtime.version)}",
+    )
+    assert runtime.startswith("containerd://1.7.")
+    assert {
+        (n["name"], n["role"], n["ready"], n["kubelet"], n["osImage"], n["containerRuntime"])
+        for n in result["nodes"]
+    } == {
+        ("demo-cp-0", "init-control-plane", True, "v1.20.2", trixie, runtime),
+        ("demo-md-0", "worker-join", True, "v1.20.2", trixie, runtime),
     }
+    assert {n["kernel"] for n in result["nodes"]} == {manifest.kernel}
     # the worker's pre-command edited the kubeadm file where CABPK writes it (sed -i), and the
     # real kubeadm joined with the edit; the static pod from its files runs under its kubelet
     worker = next(n for n in result["nodes"] if n["name"] == "demo-md-0")
