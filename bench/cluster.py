@@ -20,6 +20,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -41,6 +42,34 @@ POD = {
                         "imagePullPolicy": "Never", "command": ["sleep", "3600"]}],
     },
 }  # fmt: skip
+
+
+def _lines(node: cluster.Node, command: str) -> list[str]:
+    _, out, _ = cluster.ssh(node.vm, command, timeout=120)
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def breakdown(node: cluster.Node) -> dict[str, Any]:
+    """Where a node's boot went, as the node itself measured it: systemd's kernel/userspace
+    split, the critical chain to cloud-final (the stage that runs the bootstrap and so
+    kubeadm), the slowest units, and cloud-init's own stage and module timings."""
+    chain = _lines(node, "systemd-analyze critical-chain --no-pager cloud-final.service")
+    stages = _lines(
+        node,
+        "sudo cloud-init analyze show -i /var/log/cloud-init.log | "
+        "grep -E '^(Starting stage|Finished stage)' | head -12",
+    )
+    return {
+        "systemd": " ".join(_lines(node, "systemd-analyze time | head -1")),
+        "criticalChain": [x for x in chain if "@" in x or "+" in x][:14],
+        "blame": _lines(node, "systemd-analyze blame --no-pager | head -15"),
+        "cloudInitStages": [x for x in stages if x.startswith("Finished")],
+        "cloudInitBlame": _lines(
+            node,
+            "sudo cloud-init analyze blame -i /var/log/cloud-init.log | "
+            "grep -E '^ +[0-9]' | sort -rn | head -10",
+        ),
+    }
 
 
 def main() -> int:
@@ -74,9 +103,11 @@ def main() -> int:
         ):
             time.sleep(1)
         pod_s = time.monotonic() - start
-        figures = {n.name: {"role": n.role, **n.timeline} for n in run.nodes}
-        figures["podRunningSeconds"] = round(pod_s, 1)  # type: ignore[assignment]
-        figures["clusterSeconds"] = round(total, 1)  # type: ignore[assignment]
+        figures: dict[str, Any] = {n.name: {"role": n.role, **n.timeline} for n in run.nodes}
+        for node in run.nodes:
+            figures[node.name]["breakdown"] = breakdown(node)
+        figures["podRunningSeconds"] = round(pod_s, 1)
+        figures["clusterSeconds"] = round(total, 1)
         print(
             f"{'node':<12} {'role':<20} {'ssh':>6} {'kubeadm':>8} {'cloud-init':>10} {'ready':>6}"
         )
@@ -85,6 +116,13 @@ def main() -> int:
             print(f"{node.name:<12} {node.role:<20} {t['ssh']:>6.0f} {t['kubeadm']:>8.0f} "
                   f"{t['cloudInit']:>10.0f} {t['ready']:>6.0f}")  # fmt: skip
         print(f"pod on the worker Running after {pod_s:.1f}s; whole cluster {total:.0f}s")
+        for node in run.nodes:
+            b = figures[node.name]["breakdown"]
+            print(f"\n{node.name}: {b['systemd']}")
+            print("  critical chain to cloud-final:\n    " + "\n    ".join(b["criticalChain"]))
+            print("  slowest units: " + ", ".join(b["blame"][:8]))
+            print("  cloud-init stages: " + ", ".join(b["cloudInitStages"]))
+            print("  slowest cloud-init modules: " + ", ".join(b["cloudInitBlame"][:6]))
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     finally:

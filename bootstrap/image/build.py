@@ -172,7 +172,8 @@ def build(
             apply_chroot(root, role_data(opts, runtime), progress, roles)
         with progress.stage("inspect"):
             inspected = inspect(root, archives)
-            check_installed(inspected, runtime)
+            if "containerd" in roles:  # not packer's base disk: its containerd comes later
+                check_installed(inspected, runtime)
         found = disk_artifacts(defn, opts, root, staged)
         described = staged.describe(found)
         inputs = inputs_hash(defn, opts, apt_sources, kube_files)

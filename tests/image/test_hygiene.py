@@ -174,3 +174,12 @@ def test_grub_for_both_firmwares(built_root: Path) -> None:
     assert (built_root / "boot/grub/grub.cfg").read_text().count("root=UUID=") == 1
     assert (built_root / "boot/grub/i386-pc/normal.mod").is_file()
     assert (built_root / "boot/grub/x86_64-efi/normal.mod").is_file()
+
+
+def test_first_boot_skips_what_the_build_did(host: testinfra.host.Host) -> None:
+    """ConditionNeedsUpdate units (ldconfig, systemd-update-done...) find /usr not newer than
+    the stamps, and e2scrub_reap (LVM snapshots: none here) is off."""
+    usr = int(host.check_output("stat -c %Y /usr"))
+    for stamp in ("/etc/.updated", "/var/.updated"):
+        assert int(host.check_output(f"stat -c %Y {stamp}")) >= usr, stamp
+    assert host.run("systemctl is-enabled e2scrub_reap.service").stdout.strip() == "disabled"
