@@ -61,7 +61,7 @@ def breakdown(node: cluster.Node) -> dict[str, Any]:
     )
     return {
         "systemd": " ".join(_lines(node, "systemd-analyze time | head -1")),
-        "criticalChain": [x for x in chain if "@" in x or "+" in x][:14],
+        "criticalChain": [x for x in chain if "@" in x or "+" in x][:24],
         "blame": _lines(node, "systemd-analyze blame --no-pager | head -15"),
         "cloudInitStages": [x for x in stages if x.startswith("Finished")],
         "cloudInitBlame": _lines(
