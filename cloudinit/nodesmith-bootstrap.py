@@ -34,6 +34,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -106,7 +107,8 @@ class Status:
         self.report_url = cfg.get("reportUrl")
         self.report_credential = cfg.get("reportCredential") or ""
         self.report_ca = cfg.get("reportCA")  # None: the system's trust store
-        self.report_retry = int(cfg.get("reportRetry", REPORT_RETRY))
+        retry = cfg.get("reportRetry", REPORT_RETRY)
+        self.report_retry = retry if type(retry) is int and 0 <= retry < 100000 else REPORT_RETRY
         self.reported = None
         self.sender = None
 
@@ -184,6 +186,8 @@ class Status:
                     urllib.request.urlopen(request, timeout=5, context=tls).close()
                     return
                 except Exception as exc:  # HTTP 4xx/5xx, refused, timeout: the node goes on
+                    if getattr(exc, "code", None) == 409:
+                        return  # recorded already (a try that timed out after it arrived)
                     if not report_again(exc) or time.monotonic() + REPORT_RETRY_DELAY > give_up:
                         log(
                             "nodesmith-bootstrap: could not report %s to the management "
@@ -197,9 +201,10 @@ class Status:
         self.sender.start()
 
     def flush(self):
-        """Let the last report arrive (it retries for reportRetry s) before the script exits."""
+        """Let the last report arrive before the script exits: 6 s for the one before it, its
+        reportRetry s of retries and its last try."""
         if self.sender is not None:
-            self.sender.join(self.report_retry + 10)
+            self.sender.join(self.report_retry + 20)
 
     def fail(self, reason, message, terminal=True):
         self.write(
@@ -209,14 +214,20 @@ class Status:
 
 
 def report_again(exc):
-    """True for what a later try can fix (curl's --retry --retry-connrefused): a refused or
-    reset connection, a timeout, HTTP 408, 429 or 5xx; never a 4xx or an untrusted
-    certificate, which only a new config changes."""
+    """True for what a later try can fix (the bash twin's send_report says the same from
+    curl's exit code): a refused, reset or closed connection, a timeout, a name that does
+    not resolve yet, a TLS handshake that failed for another reason than an untrusted
+    certificate, HTTP 408, 429 or 5xx; never another 4xx or an untrusted certificate, which
+    only a new config changes."""
     code = getattr(exc, "code", None)
     if isinstance(code, int):
         return code in (408, 429) or code >= 500
     reason = getattr(exc, "reason", exc)
-    return isinstance(reason, (ConnectionRefusedError, ConnectionResetError, TimeoutError))
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return False
+    return isinstance(
+        reason, (ConnectionError, TimeoutError, socket.timeout, socket.gaierror, ssl.SSLError)
+    )
 
 
 # The environment and working directory the user's commands left: None until they change it.

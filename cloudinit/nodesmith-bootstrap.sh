@@ -115,22 +115,44 @@ report_status() {
         "$(json_str "$PHASE")" "$(json_str "$REASON")" "$TERMINAL" "$(json_num "$ATTEMPTS")")
     [ "$body" = "$REPORTED" ] && return 0
     REPORTED=$body
-    local retry=()
-    case $PHASE in
-        Succeeded | Failed)
-            [ "${REPORT_RETRY:-0}" -gt 0 ] && retry=(--retry $((REPORT_RETRY / 4 + 1)) --retry-delay 4
-                --retry-connrefused --retry-max-time "$REPORT_RETRY") ;;
-    esac
+    local retry=0
+    case $PHASE in Succeeded | Failed) retry=${REPORT_RETRY:-120} ;; esac
     (
         wait_for_pid "$prev"
-        if ! printf 'header = "Authorization: Bearer %s"\n' "${REPORT_CREDENTIAL:-}" \
-            | curl -fsS -m 5 "${retry[@]}" -K - "${tls[@]}" -X POST \
-                -H 'Content-Type: application/json' \
-                --data-binary "$body" "$REPORT_URL" > /dev/null 2>&1; then
-            log "nodesmith-bootstrap: could not report $PHASE to the management cluster; going on"$'\n'
-        fi
+        local give_up=$((SECONDS + retry)) why
+        while :; do
+            why=$(send_report "$body" "${tls[@]}") && exit 0
+            [ "$why" = delivered ] && exit 0
+            if [ "$why" != again ] || [ $((SECONDS + REPORT_RETRY_DELAY)) -gt "$give_up" ]; then
+                break
+            fi
+            sleep "$REPORT_RETRY_DELAY"
+        done
+        log "nodesmith-bootstrap: could not report $PHASE to the management cluster; going on"$'\n'
     ) &
     REPORT_PID=$!
+}
+
+# One POST of a report: exit 0 when the endpoint took it. Else prints "delivered" (409: the
+# outcome is recorded already, e.g. by a try that timed out after the endpoint had it), "again"
+# for what a later try can fix (refused, reset or closed, a timeout, a name that does not
+# resolve yet, a TLS handshake that failed for another reason than an untrusted certificate,
+# HTTP 408, 429, 5xx), or "no" (another 4xx, an untrusted certificate).
+send_report() { # body [tls args...]
+    local body=$1 code rc
+    shift
+    code=$(printf 'header = "Authorization: Bearer %s"\n' "${REPORT_CREDENTIAL:-}" \
+        | curl -sS -m 5 -o /dev/null -w '%{http_code}' -K - "$@" -X POST \
+            -H 'Content-Type: application/json' --data-binary "$body" "$REPORT_URL" 2> /dev/null)
+    rc=$?
+    case $rc:$code in
+        0:2??) return 0 ;;
+        0:409) echo delivered ;;
+        0:408 | 0:429 | 0:5??) echo again ;;
+        6:* | 7:* | 28:* | 35:* | 52:* | 55:* | 56:*) echo again ;;
+        *) echo no ;;
+    esac
+    return 1
 }
 
 wait_for_pid() { # pid [seconds]: until it exits, 6 s (or the given seconds) at most
@@ -331,7 +353,7 @@ bootstrap() {
 
 main() {
     ROLE=unknown REDACT=() PRE=() POST=() COMMAND=() VERB="" BACKOFF=5 MAX_BACKOFF=60 DEADLINE=900
-    CONSUME_CONFIG="" REPORT_RETRY=120
+    CONSUME_CONFIG="" REPORT_RETRY=120 REPORT_RETRY_DELAY=4
     local err
     # shellcheck source=/dev/null
     if ! err=$(bash -n "$1" 2>&1) || ! . "$1" 2> /dev/null || [ -z "${VERB:-}" ]; then
@@ -339,9 +361,11 @@ main() {
         return 1
     fi
     PKI_DIR=${PKI_DIR:-/etc/kubernetes/pki}
+    [[ $REPORT_RETRY =~ ^[0-9]{1,5}$ ]] || REPORT_RETRY=120
     local code=0
     bootstrap || code=$?
-    wait_for_pid "$REPORT_PID" $((REPORT_RETRY + 10))  # the last report retries REPORT_RETRY s
+    # the last report: 6 s for the one before, REPORT_RETRY s of retries, its last try's 5 s
+    wait_for_pid "$REPORT_PID" $((REPORT_RETRY + 20))
     return "$code"
 }
 

@@ -7,6 +7,7 @@ Debian's containernetworking-plugins (/usr/lib/cni, not the upstream /opt/cni/bi
 /etc/crictl.yaml points at the socket. runc or crun.
 """
 
+import shlex
 from io import StringIO
 from pathlib import Path
 
@@ -22,24 +23,31 @@ SANDBOX = str(host.data.get("sandbox_image", DEFAULTS.sandbox_image))
 SOCKET = "/run/containerd/containerd.sock"
 CONFIG_VERSION = int(host.data.get("containerd_config_version", 2))
 DEB = str(host.data.get("containerd_deb", ""))
+VERSION = str(host.data.get("containerd_version", ""))  # when the build resolved it
 
 if OCI not in ("runc", "crun"):
     raise ValueError(f"oci_runtime must be runc or crun (got {OCI!r})")
 
 packages = ["runc", "containernetworking-plugins"] + (["crun"] if OCI == "crun" else [])
 if DEB:  # a containerd .deb from a dir: source (sha256 checked by the build): not the suite's
+    staged = shlex.quote(f"/var/tmp/{Path(DEB).name}")
     files.put(name="containerd .deb", src=DEB, dest=f"/var/tmp/{Path(DEB).name}", mode="0644")
     apt.packages(name="containerd dependencies", packages=packages, no_recommends=True)
+    # apt resolves its dependencies and leaves the same version alone (a second apply-roles
+    # neither reinstalls it nor restarts a running containerd).
     server.shell(
         name=f"containerd from {Path(DEB).name}",
-        commands=[f"dpkg -i /var/tmp/{Path(DEB).name}", f"rm -f /var/tmp/{Path(DEB).name}"],
+        commands=[
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {staged}",
+            f"rm -f {staged}",
+        ],
     )
 else:
     packages.insert(0, "containerd")
     apt.packages(name="containerd packages", packages=packages, no_recommends=True)
 
 BINARY = "/usr/bin/crun" if OCI == "crun" else ""
-CONFIG = config_toml(CONFIG_VERSION, SANDBOX, BINARY)
+CONFIG = config_toml(CONFIG_VERSION, SANDBOX, BINARY, VERSION)
 
 for d in ("/etc/containerd", "/etc/containerd/conf.d", "/etc/containerd/certs.d"):
     files.directory(name=f"{d}", path=d, mode="0755", user="root", group="root")

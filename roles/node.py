@@ -101,9 +101,9 @@ server.shell(
     name="apt timers masked",
     commands=["systemctl mask apt-daily.timer apt-daily-upgrade.timer"],
 )
-# e2scrub_reap removes stale e2scrub snapshots of LVM volumes at every boot; a node's disk
+# e2scrub_reap removes stale e2scrub snapshots of LVM volumes at every boot; an image's disk
 # has no LVM, and under TCG the check was 3 s of its first boot. (The weekly e2scrub_all
-# timer stays, and finds nothing to do.)
+# timer stays; on a host with LVM, apply-roles leaves only the reaping of old snapshots off.)
 server.shell(
     name="e2scrub_reap disabled",
     commands=["systemctl disable e2scrub_reap.service 2>/dev/null || true"],

@@ -16,7 +16,8 @@ Machine, expires, and needs no storage per Machine. Verification is constant-tim
 Statuses: 202 recorded; 400 not JSON; 401 no, bad or expired credential; 403 a credential for
 another Machine; 404 no such Machine or path; 409 a final outcome (Succeeded, or a terminal
 failure) is recorded already; 413 too large; 422 a field is wrong (named);
-503 the API is unreachable (the node retries nothing: it only reports).
+503 the API is unreachable. The node sends each report once, but retries its last one
+(Succeeded or Failed) on a 408, 429 or 5xx, and takes a 409 as delivered.
 """
 
 from __future__ import annotations

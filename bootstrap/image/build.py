@@ -63,6 +63,7 @@ def inputs_hash(
     apt_sources: str,
     kube_files: dict[str, Path],
     extra: tuple[Path, ...] = (),
+    runtime: Resolved | None = None,
 ) -> str:
     """sha256 over everything that decides the image: definition, roles, options, sources
     (and ``extra`` files, such as the Packer template)."""
@@ -79,6 +80,9 @@ def inputs_hash(
     h.update(apt_sources.encode())
     if opts.preload_images:
         h.update((opts.preload_images / "SHA256SUMS").read_bytes())
+    if runtime is not None:
+        deb = sha256_file(runtime.deb) if runtime.deb else ""
+        h.update(f"containerd={runtime.version}:{runtime.config_version}:{deb}".encode())
     for name, p in sorted(kube_files.items()):
         h.update(f"{name}={sha256_file(p)}".encode())
     return h.hexdigest()
@@ -97,8 +101,14 @@ def check_kubernetes_dir(opts: Options) -> tuple[dict[str, Path], dict[str, str]
 
 
 def role_data(opts: Options, runtime: Resolved | None = None) -> dict[str, str]:
-    """The roles' host data. ``runtime``: the containerd a build resolved; without it
-    (``apply-roles`` on a running host) the config version asked for, else 2 (Debian's)."""
+    """The roles' host data. ``runtime``: the containerd a build resolved. Without it
+    (``apply-roles`` on a running host) a ``dir:`` .deb is checked as a build checks it;
+    the suite's package, not known until the role installs it, gets the config version
+    asked for, else 2 (Debian's containerd is 1.x)."""
+    if runtime is None and opts.containerd.source == "dir" and opts.containerd.path:
+        deb, version = containerd.dir_package(opts.containerd.path)
+        where = f"dir:{opts.containerd.path}"
+        runtime = Resolved(version, containerd.check(opts.containerd, version, where), deb)
     src = opts.kubernetes_source
     config_version = runtime.config_version if runtime else opts.containerd.config_version or 2
     data = {
@@ -108,11 +118,10 @@ def role_data(opts: Options, runtime: Resolved | None = None) -> dict[str, str]:
         "sandbox_image": opts.sandbox_image,
         "containerd_config_version": str(config_version),
     }
-    deb = runtime.deb if runtime else None
-    if deb is None and opts.containerd.source == "dir" and opts.containerd.path:
-        deb, _ = containerd.dir_package(opts.containerd.path)
-    if deb is not None:
-        data["containerd_deb"] = str(deb)
+    if runtime is not None and runtime.version:
+        data["containerd_version"] = runtime.version
+    if runtime is not None and runtime.deb is not None:
+        data["containerd_deb"] = str(runtime.deb)
     if src.path:
         data["kubernetes_dir"] = str(src.path)
     if opts.preload_images:
@@ -176,7 +185,7 @@ def build(
                 check_installed(inspected, runtime)
         found = disk_artifacts(defn, opts, root, staged)
         described = staged.describe(found)
-        inputs = inputs_hash(defn, opts, apt_sources, kube_files)
+        inputs = inputs_hash(defn, opts, apt_sources, kube_files, runtime=runtime)
         return staged.publish(
             make_manifest(
                 defn, opts, inspected, kube_versions, described, inputs, progress.timings, runtime

@@ -102,6 +102,13 @@ def parse(raw: Any, src: str, flags: dict[str, str | None]) -> Choice:
     # and config version describe the definition's source.
     mine = not flags.get("source")
     version = flags.get("version") or (str(raw["version"]) if mine and "version" in raw else None)
+    if (
+        mine
+        and "version" in raw
+        and not isinstance(raw["version"], str)
+        and not flags.get("version")
+    ):
+        raise _bad(src, "containerd.version", raw["version"], 'must be a quoted string, e.g. "1.7"')
     if version is not None and not _WANT_RE.match(version):
         where = "--containerd-version" if flags.get("version") else "containerd.version"
         raise _bad(src, where, version, "must look like 1.7 or 2.1.4")
@@ -153,15 +160,22 @@ def check(choice: Choice, found: str | None, where: str) -> int:
     return choice.config_version  # 2 on containerd 2.x: read (and migrated) at every start
 
 
+def run_tool(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run an apt/dpkg tool; one that is not installed is named, not a traceback."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise TerminalError(
+            f"cannot run {argv[0]}: {exc.strerror} (scripts/setup installs it)",
+            obj="image build",
+            reason="ToolMissing",
+        ) from None
+
+
 def package_candidate(options: list[str]) -> str | None:
     """The containerd version apt would install from the build's lists (``apt-cache
     policy``), or None when the suite has none."""
-    out = subprocess.run(
-        ["apt-cache", *options, "policy", "containerd"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
+    out = run_tool(["apt-cache", *options, "policy", "containerd"]).stdout
     m = re.search(r"^\s*Candidate:\s*(\S+)", out, re.M)
     return m.group(1) if m and m.group(1) != "(none)" else None
 
@@ -195,12 +209,7 @@ def dir_package(path: Path) -> tuple[Path, str]:
             field="containerd.source",
             reason="ChecksumMismatch",
         )
-    version = subprocess.run(
-        ["dpkg-deb", "--field", str(debs[0]), "Version"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    version = run_tool(["dpkg-deb", "--field", str(debs[0]), "Version"]).stdout.strip()
     if not version:
         raise TerminalError(
             f"{debs[0]} is not a Debian package",
@@ -211,8 +220,18 @@ def dir_package(path: Path) -> tuple[Path, str]:
     return debs[0], version
 
 
-def config_toml(config_version: int, sandbox: str, binary: str = "") -> str:
-    """``/etc/containerd/config.toml`` in the version the installed containerd reads."""
+def config_toml(config_version: int, sandbox: str, binary: str = "", version: str = "") -> str:
+    """``/etc/containerd/config.toml`` in the version the installed containerd reads.
+
+    ``version``: the containerd it is for, when known. Version 3's CNI directories are the
+    list ``bin_dirs`` from 2.1 on; 2.0 knows only ``bin_dir`` (which 2.1 still reads), so an
+    unknown 2.x gets ``bin_dir``."""
+    parts = [int(x) for x in upstream(version).split(".")[:2]] if version else []
+    cni = (
+        f'bin_dirs = ["{CNI_BIN}"]'
+        if len(parts) == 2 and parts >= [2, 1]
+        else f'bin_dir = "{CNI_BIN}"'
+    )
     if config_version == 2:
         return f"""# Written by nodesmith (roles/containerd.py). containerd 1.x: config version 2.
 version = 2
@@ -259,6 +278,6 @@ imports = ["/etc/containerd/conf.d/*.toml"]
   BinaryName = "{binary}"
 
 [plugins."io.containerd.cri.v1.runtime".cni]
-  bin_dirs = ["{CNI_BIN}"]
+  {cni}
   conf_dir = "/etc/cni/net.d"
 """

@@ -173,7 +173,7 @@ def build_with_packer(
         check_installed(inspected, runtime)
         described = staged.describe(found)
         packer_files = tuple(config / f for f in QEMU_FILES)
-        inputs = inputs_hash(defn, opts, apt_sources, kube_files, extra=packer_files)
+        inputs = inputs_hash(defn, opts, apt_sources, kube_files, packer_files, runtime)
         return staged.publish(
             make_manifest(
                 defn, opts, inspected, kube_versions, described, inputs, progress.timings, runtime

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import time
 from pathlib import Path
 
 from bootstrap.aptsources import sources_hash
-from bootstrap.errors import TransientError
+from bootstrap.errors import TerminalError, TransientError
+from bootstrap.image.containerd import run_tool
 from bootstrap.image.definition import Definition
 from bootstrap.progress import Progress
 
@@ -70,12 +70,16 @@ def refresh_lists(defn: Definition, sources: str, cache_dir: Path) -> list[str]:
     if lists_fresh(cache):
         return options
     (cache / "apt-cache").mkdir(exist_ok=True)
-    proc = subprocess.run(
-        ["apt-get", "-q", *options, "update"], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0 or "\nE: " in "\n" + proc.stdout + proc.stderr:
+    proc = run_tool(["apt-get", "-q", *options, "update"])
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0 or "\nE: " in "\n" + text:
         last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise TransientError(
+        # A signature this host's keyring cannot check stays so: terminal. Anything else
+        # (a mirror unreachable, a Release file mid-sync) may pass on a later try.
+        error = (
+            TerminalError if ("NO_PUBKEY" in text or "is not signed" in text) else TransientError
+        )
+        raise error(
             f"apt-get update of suite {defn.suite} failed: {last[0]}",
             obj="apt sources",
             reason="AptUpdateFailed",

@@ -164,8 +164,9 @@ def test_each_containerd_reads_the_config_written_for_it(
     suite: str, sandbox_key: str, cni: str, tmp_path: Path
 ) -> None:
     (deb,) = containerd_dir(suite).glob("containerd_*.deb")
-    version = c.config_version_for(deb.name.split("_")[1])
-    dump = _dump(suite, c.config_toml(version, SANDBOX, "/usr/bin/crun"), tmp_path)
+    found = deb.name.split("_")[1]
+    version = c.config_version_for(found)
+    dump = _dump(suite, c.config_toml(version, SANDBOX, "/usr/bin/crun", found), tmp_path)
     assert f"version = {version}\n" in dump
     assert f'{sandbox_key} = "{SANDBOX}"' in dump
     assert "SystemdCgroup = true" in dump and 'BinaryName = "/usr/bin/crun"' in dump
@@ -186,3 +187,23 @@ def test_why_version_3_is_refused_for_containerd_1(suite: str, tmp_path: Path) -
     else:
         with pytest.raises(AssertionError, match="unsupported config version `3`"):
             _dump(suite, c.config_toml(3, SANDBOX), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("version", "cni"),
+    [
+        ("2.1.9+ds1-5", 'bin_dirs = ["/usr/lib/cni"]'),
+        ("2.0.5~ds1-1", 'bin_dir = "/usr/lib/cni"'),  # 2.0 knows no bin_dirs
+        ("", 'bin_dir = "/usr/lib/cni"'),  # not known: the key both 2.0 and 2.1 read
+    ],
+)
+def test_version_3_names_the_cni_directories_as_its_containerd_reads_them(
+    version: str, cni: str
+) -> None:
+    config = c.config_toml(3, SANDBOX, "", version)
+    assert config.count("bin_dir") == 1 and cni in config
+
+
+def test_an_unquoted_version_in_yaml_is_refused() -> None:
+    with pytest.raises(TerminalError, match="must be a quoted string"):
+        c.parse({"version": 1.10}, "images/x.yaml", {})  # YAML reads 1.10 as 1.1
