@@ -100,7 +100,7 @@ def parse(raw: Any, src: str, flags: dict[str, str | None]) -> Choice:
         raise _bad(src, where, source, "must be package or dir:PATH")
     # A source given on the command line brings its own version: the definition's version
     # and config version describe the definition's source.
-    mine = not flags.get("source")
+    mine = not flags.get("source") or flags.get("source") == str(raw.get("source", "package"))
     version = flags.get("version") or (str(raw["version"]) if mine and "version" in raw else None)
     if (
         mine

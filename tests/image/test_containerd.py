@@ -63,6 +63,7 @@ def test_a_bad_choice_names_the_field_or_flag(
         ({"version": "1.7"}, {"version": "1.7.24"}, c.Choice(version="1.7.24")),
         # a source given as a flag brings its own version: the definition's is not asked of it
         ({"version": "1.6"}, {"source": "dir:/srv/c"}, c.Choice("dir", Path("/srv/c"))),
+        ({"version": "1.6"}, {"source": "package"}, c.Choice(version="1.6")),  # the same source
         ({"version": "1.6"}, {"source": "dir:/srv/c", "version": "2.1"},
          c.Choice("dir", Path("/srv/c"), "2.1")),
     ],
