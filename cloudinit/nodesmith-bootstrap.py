@@ -216,18 +216,15 @@ class Status:
 def report_again(exc):
     """True for what a later try can fix (the bash twin's send_report says the same from
     curl's exit code): a refused, reset or closed connection, a timeout, a name that does
-    not resolve yet, a TLS handshake that failed for another reason than an untrusted
-    certificate, HTTP 408, 429 or 5xx; never another 4xx or an untrusted certificate, which
-    only a new config changes."""
+    not resolve yet, HTTP 408, 429 or 5xx; never another 4xx or a TLS failure (an untrusted
+    certificate among them), which only a new config changes."""
     code = getattr(exc, "code", None)
     if isinstance(code, int):
         return code in (408, 429) or code >= 500
     reason = getattr(exc, "reason", exc)
-    if isinstance(reason, ssl.SSLCertVerificationError):
+    if isinstance(reason, ssl.SSLError):
         return False
-    return isinstance(
-        reason, (ConnectionError, TimeoutError, socket.timeout, socket.gaierror, ssl.SSLError)
-    )
+    return isinstance(reason, (ConnectionError, TimeoutError, socket.timeout, socket.gaierror))
 
 
 # The environment and working directory the user's commands left: None until they change it.

@@ -136,8 +136,8 @@ report_status() {
 # One POST of a report: exit 0 when the endpoint took it. Else prints "delivered" (409: the
 # outcome is recorded already, e.g. by a try that timed out after the endpoint had it), "again"
 # for what a later try can fix (refused, reset or closed, a timeout, a name that does not
-# resolve yet, a TLS handshake that failed for another reason than an untrusted certificate,
-# HTTP 408, 429, 5xx), or "no" (another 4xx, an untrusted certificate).
+# resolve yet, HTTP 408, 429, 5xx), or "no" (another 4xx, any TLS failure: curl reports a
+# certificate signed by another CA of the same name as a handshake error, 35, not as 60).
 send_report() { # body [tls args...]
     local body=$1 code rc
     shift
@@ -149,7 +149,7 @@ send_report() { # body [tls args...]
         0:2??) return 0 ;;
         0:409) echo delivered ;;
         0:408 | 0:429 | 0:5??) echo again ;;
-        6:* | 7:* | 28:* | 35:* | 52:* | 55:* | 56:*) echo again ;;
+        6:* | 7:* | 28:* | 52:* | 55:* | 56:*) echo again ;;
         *) echo no ;;
     esac
     return 1
