@@ -96,10 +96,9 @@ write_status() {
 # or unreachable endpoint never holds up or fails the bootstrap. Reports go in order (each
 # waits up to 6 s for the one before, which gives up after 5 s). The last one (Succeeded or
 # Failed) is the one the management cluster must not miss: it is retried for REPORT_RETRY s
-# (120 by default) while the endpoint refuses, times out or answers 408/429/5xx (its Service
-# may be between endpoints on a busy control plane), never on another 4xx or an untrusted
-# certificate, and the script waits for it before exiting (the status and the sentinel are
-# already written). The credential reaches curl through its config on stdin, never its argv,
+# (120 by default) while send_report says a later try can help (its Service may be between
+# endpoints on a busy control plane), and the script waits for it before exiting (the status
+# and the sentinel are already written). The credential reaches curl through its config on stdin, never its argv,
 # where ps would show it; REPORT_CA (PEM), when set, is the only CA trusted for the endpoint,
 # else the system's store.
 REPORTED="" REPORT_PID=""
