@@ -50,6 +50,33 @@ def _cluster(
     return proc, json.loads(out.read_text())
 
 
+def _worker_joined_with_its_files(result: dict[str, Any]) -> None:
+    """The worker's pre-command edited the kubeadm file where CABPK writes it (sed -i), and
+    the real kubeadm joined with the edit; the static pod from its files runs under its
+    kubelet."""
+    worker = next(n for n in result["nodes"] if n["name"] == "demo-md-0")
+    assert worker["labels"]["nodesmith.dev/kubeadm-file"] == "edited"
+    assert "kube-system/nodesmith-static-demo-md-0" in worker["staticPods"]
+
+
+def _reported_and_only_logs_left(
+    proc: subprocess.CompletedProcess[str], result: dict[str, Any]
+) -> Path:
+    """Each node's own report, recorded by the controller on its KubeadmConfig; the stopped
+    management cluster leaves its logs, not its state (CA keys, tokens): its work dir."""
+    assert result["management"]["bootstrapSucceeded"] == {
+        "default/demo-cp-0": {"status": "True", "reason": "Bootstrapped"},
+        "default/demo-md-0": {"status": "True", "reason": "Bootstrapped"},
+    }
+    assert "bootstrap data from Secret default/demo-cp-0" in proc.stderr
+    assert "bootstrap data from Secret default/demo-md-0" in proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "management cluster and controller logs" in x]
+    workdir = Path(line.rsplit(": ", 1)[1])
+    left = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file())
+    assert left == ["controller.log", "etcd/etcd.log", "management/kube-apiserver.log"]
+    return workdir
+
+
 def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
     cluster_image_debian13: Path, tmp_path: Path
 ) -> None:
@@ -75,23 +102,8 @@ def test_nodes_ready_from_the_controllers_secrets_and_their_reports_recorded(
         ("demo-md-0", "worker-join", True, "v1.20.2", trixie, runtime),
     }
     assert {n["kernel"] for n in result["nodes"]} == {manifest.kernel}
-    # the worker's pre-command edited the kubeadm file where CABPK writes it (sed -i), and the
-    # real kubeadm joined with the edit; the static pod from its files runs under its kubelet
-    worker = next(n for n in result["nodes"] if n["name"] == "demo-md-0")
-    assert worker["labels"]["nodesmith.dev/kubeadm-file"] == "edited"
-    assert "kube-system/nodesmith-static-demo-md-0" in worker["staticPods"]
-    # each node's own report, recorded by the controller on its KubeadmConfig
-    assert result["management"]["bootstrapSucceeded"] == {
-        "default/demo-cp-0": {"status": "True", "reason": "Bootstrapped"},
-        "default/demo-md-0": {"status": "True", "reason": "Bootstrapped"},
-    }
-    assert "bootstrap data from Secret default/demo-cp-0" in proc.stderr
-    assert "bootstrap data from Secret default/demo-md-0" in proc.stderr
-    # the stopped management cluster leaves its logs, not its state (CA keys, tokens)
-    (line,) = [x for x in proc.stderr.splitlines() if "management cluster and controller logs" in x]
-    workdir = Path(line.rsplit(": ", 1)[1])
-    left = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file())
-    assert left == ["controller.log", "etcd/etcd.log", "management/kube-apiserver.log"]
+    _worker_joined_with_its_files(result)
+    _reported_and_only_logs_left(proc, result)
 
 
 @pytest.mark.skipif(os.environ.get(SELF_HOSTED) == "0", reason=f"{SELF_HOSTED}=0 leaves it out")
@@ -108,11 +120,7 @@ def test_self_hosted_the_controller_pod_writes_the_workers_data(
         ("demo-cp-0", "init-control-plane", True, "v1.20.2"),
         ("demo-md-0", "worker-join", True, "v1.20.2"),
     }
-    # the worker's pre-command edited the kubeadm file where CABPK writes it (sed -i), and the
-    # real kubeadm joined with the edit; the static pod from its files runs under its kubelet
-    worker = next(n for n in result["nodes"] if n["name"] == "demo-md-0")
-    assert worker["labels"]["nodesmith.dev/kubeadm-file"] == "edited"
-    assert "kube-system/nodesmith-static-demo-md-0" in worker["staticPods"]
+    _worker_joined_with_its_files(result)
     # self-hosted after the control plane: the worker's data came from the controller *Pod*
     # (the image imported into the node's containerd, no registry), which reconciled it
     hosted = result["management"]["selfHosted"]
@@ -124,19 +132,9 @@ def test_self_hosted_the_controller_pod_writes_the_workers_data(
     assert "moved Cluster default/demo" in proc.stderr
     assert "controller image localhost/nodesmith/controller:test is preloaded" in proc.stderr
     assert "the provider runs as a Pod on the control plane" in proc.stderr
-    # each node's own report, recorded by the controller on its KubeadmConfig (the control
-    # plane's by the host controller, the worker's by the Pod)
-    assert result["management"]["bootstrapSucceeded"] == {
-        "default/demo-cp-0": {"status": "True", "reason": "Bootstrapped"},
-        "default/demo-md-0": {"status": "True", "reason": "Bootstrapped"},
-    }
-    assert "bootstrap data from Secret default/demo-cp-0" in proc.stderr
-    assert "bootstrap data from Secret default/demo-md-0" in proc.stderr
-    # the stopped management cluster leaves its logs, not its state (CA keys, tokens)
-    (line,) = [x for x in proc.stderr.splitlines() if "management cluster and controller logs" in x]
-    workdir = Path(line.rsplit(": ", 1)[1])
-    left = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.is_file())
-    assert left == ["controller.log", "etcd/etcd.log", "management/kube-apiserver.log"]
+    # each node's report: the control plane's recorded by the host controller, the worker's by
+    # the Pod
+    workdir = _reported_and_only_logs_left(proc, result)
     # the host controller rendered the control plane only: the worker was moved before it
     # could (the Cluster was not initialized there, then paused)
     lines = [
