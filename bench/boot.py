@@ -21,10 +21,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
 
+from boottimes import breakdown, report  # noqa: E402
 from standin.bundle import worker_bundle  # noqa: E402
 
 from bootstrap.render import RenderOptions, render_one  # noqa: E402
@@ -51,7 +54,7 @@ done
 """
 
 
-def one_run(image: Path, accel: str, work: Path, index: int) -> dict[str, float | str]:
+def one_run(image: Path, accel: str, work: Path, index: int, explain: bool) -> dict[str, Any]:
     bundle = worker_bundle(work / f"run{index}", {"bench-0": {"mode": "succeed"}})
     userdata = render_one(
         load_paths([str(bundle)]),
@@ -68,7 +71,7 @@ def one_run(image: Path, accel: str, work: Path, index: int) -> dict[str, float 
         root=root,
         progress=lambda line: None,
     )
-    result: dict[str, float | str] = {"accel": state.accel, "ssh": state.ssh_ready_s or 0.0}
+    result: dict[str, Any] = {"accel": state.accel, "ssh": state.ssh_ready_s or 0.0}
     try:
         client = vm.pinned_client(state)
         _, out, _ = client.exec_command(WATCH, timeout=900)
@@ -80,6 +83,8 @@ def one_run(image: Path, accel: str, work: Path, index: int) -> dict[str, float 
             elif kind == "BOOTSTRAP":
                 result["bootstrap"], result["bootstrap_phase"] = t, value
         client.close()
+        if explain:
+            result["breakdown"] = breakdown(state)
     finally:
         vm.down("bench-0", root)
     return result
@@ -90,11 +95,14 @@ def main() -> int:
     ap.add_argument("--image", required=True, type=Path)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--accel", default="auto")
+    ap.add_argument(
+        "--breakdown", action="store_true", help="print where each boot went (systemd, cloud-init)"
+    )
     args = ap.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="nodesmith-bench-boot-") as tmp:
         for i in range(args.runs):
-            r = one_run(args.image, args.accel, Path(tmp), i)
+            r = one_run(args.image, args.accel, Path(tmp), i, args.breakdown)
             runs.append(r)
             print(
                 f"run {i + 1}: accel={r['accel']} ssh={r['ssh']:.1f}s "
@@ -104,6 +112,8 @@ def main() -> int:
                 f"({r.get('bootstrap_phase')})",
                 flush=True,
             )
+            if "breakdown" in r:
+                print(report(f"run {i + 1}", r["breakdown"]), flush=True)
     for key in ("ssh", "bootstrap", "cloud_init"):
         values = [float(r[key]) for r in runs if key in r]
         if values:

@@ -24,6 +24,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from boottimes import breakdown, report  # noqa: E402
 
 from bootstrap.manifest import load_manifest  # noqa: E402
 from bootstrap.render import RenderOptions  # noqa: E402
@@ -42,34 +45,6 @@ POD = {
                         "imagePullPolicy": "Never", "command": ["sleep", "3600"]}],
     },
 }  # fmt: skip
-
-
-def _lines(node: cluster.Node, command: str) -> list[str]:
-    _, out, _ = cluster.ssh(node.vm, command, timeout=120)
-    return [line.strip() for line in out.splitlines() if line.strip()]
-
-
-def breakdown(node: cluster.Node) -> dict[str, Any]:
-    """Where a node's boot went, as the node itself measured it: systemd's kernel/userspace
-    split, the critical chain to cloud-final (the stage that runs the bootstrap and so
-    kubeadm), the slowest units, and cloud-init's own stage and module timings."""
-    chain = _lines(node, "systemd-analyze critical-chain --no-pager cloud-final.service")
-    stages = _lines(
-        node,
-        "sudo cloud-init analyze show -i /var/log/cloud-init.log | "
-        "grep -E '^(Starting stage|Finished stage)' | head -12",
-    )
-    return {
-        "systemd": " ".join(_lines(node, "systemd-analyze time | head -1")),
-        "criticalChain": [x for x in chain if "@" in x or "+" in x][:24],
-        "blame": _lines(node, "systemd-analyze blame --no-pager | head -15"),
-        "cloudInitStages": [x for x in stages if x.startswith("Finished")],
-        "cloudInitBlame": _lines(
-            node,
-            "sudo cloud-init analyze blame -i /var/log/cloud-init.log | "
-            "grep -E '^ +[0-9]' | sort -rn | head -10",
-        ),
-    }
 
 
 def main() -> int:
@@ -105,7 +80,7 @@ def main() -> int:
         pod_s = time.monotonic() - start
         figures: dict[str, Any] = {n.name: {"role": n.role, **n.timeline} for n in run.nodes}
         for node in run.nodes:
-            figures[node.name]["breakdown"] = breakdown(node)
+            figures[node.name]["breakdown"] = breakdown(node.vm)
         figures["podRunningSeconds"] = round(pod_s, 1)
         figures["clusterSeconds"] = round(total, 1)
         print(
@@ -117,12 +92,7 @@ def main() -> int:
                   f"{t['cloudInit']:>10.0f} {t['ready']:>6.0f}")  # fmt: skip
         print(f"pod on the worker Running after {pod_s:.1f}s; whole cluster {total:.0f}s")
         for node in run.nodes:
-            b = figures[node.name]["breakdown"]
-            print(f"\n{node.name}: {b['systemd']}")
-            print("  critical chain to cloud-final:\n    " + "\n    ".join(b["criticalChain"]))
-            print("  slowest units: " + ", ".join(b["blame"][:8]))
-            print("  cloud-init stages: " + ", ".join(b["cloudInitStages"]))
-            print("  slowest cloud-init modules: " + ", ".join(b["cloudInitBlame"][:6]))
+            print(report(node.name, figures[node.name]["breakdown"]))
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     finally:
