@@ -66,6 +66,12 @@ class Artifact(_Model):
     size: int
 
 
+class CloudInit(_Model):
+    """The datasources the image's cloud-init tries at first boot, in order (then None)."""
+
+    datasources: list[str] = []
+
+
 class ImageManifest(_Model):
     schema_version: int = Field(default=SCHEMA_VERSION, alias="schemaVersion")
     name: str = ""
@@ -73,6 +79,8 @@ class ImageManifest(_Model):
     kernel: str | None = None
     runtime: Runtime
     kubernetes: KubernetesBinaries = KubernetesBinaries()
+    # Optional, so older manifests still load.
+    cloud_init: CloudInit | None = Field(default=None, alias="cloudInit")
     packages: dict[str, str] = {}
     images: list[PreloadedImage] = []
     artifacts: dict[str, Artifact] = {}

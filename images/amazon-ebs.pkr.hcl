@@ -47,10 +47,12 @@ build {
   sources = ["source.amazon-ebs.node"]
 
   # The throw-away key Packer generated reaches nodesmith in the environment, not argv.
+  # The image boots on Ec2 alone: cloud-init probes no other datasource at first boot
+  # (a --datasources in role_args wins).
   provisioner "shell-local" {
     environment_vars = ["NODESMITH_SSH_PRIVATE_KEY=${build.SSHPrivateKey}"]
     inline = [
-      "${var.nodesmith} image apply-roles --ssh ${build.Host} --ssh-port ${build.Port} --ssh-user ${build.User} ${local.cloud_role_args}",
+      "${var.nodesmith} image apply-roles --ssh ${build.Host} --ssh-port ${build.Port} --ssh-user ${build.User} --datasources Ec2 ${local.cloud_role_args}",
     ]
   }
 }

@@ -1,13 +1,21 @@
 """cloud-init role: the datasources nodesmith images boot on, growpart and /etc/hosts.
 
-NoCloud (qemu seed, Vagrant), ConfigDrive/OpenStack, Ec2, GCE, Azure, then None so a boot
-without any datasource still comes up. growpart + resize_rootfs grow the root on first boot;
+The build's datasources (``--datasources``; by default every target: NoCloud for the qemu
+seed and Vagrant, ConfigDrive/OpenStack, Ec2, GCE, Azure), then None so a boot without any
+datasource still comes up. An image built for one target names only its own: with one
+datasource before None, ds-identify takes it without probing and cloud-init's local stage
+searches no other. growpart + resize_rootfs grow the root on first boot;
 manage_etc_hosts makes sudo resolve the hostname cloud-init sets.
 """
 
 from io import StringIO
 
+from pyinfra import host
 from pyinfra.operations import apt, files
+
+from bootstrap.image.defaults import DEFAULTS
+
+DATASOURCES = str(host.data.get("datasources", ",".join(DEFAULTS.datasources))).split(",")
 
 apt.packages(
     name="cloud-init packages", packages=["cloud-init", "cloud-guest-utils"], no_recommends=True
@@ -17,7 +25,7 @@ files.put(
     name="datasource list",
     src=StringIO(
         "# Written by nodesmith (roles/cloud_init.py).\n"
-        "datasource_list: [ NoCloud, ConfigDrive, OpenStack, Ec2, GCE, Azure, None ]\n"
+        f"datasource_list: [ {', '.join([*DATASOURCES, 'None'])} ]\n"
     ),
     dest="/etc/cloud/cloud.cfg.d/90_dpkg.cfg",
     mode="0644",

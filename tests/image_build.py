@@ -154,7 +154,9 @@ def _cluster_build(
          "--kubernetes-source", f"dir:{kubernetes_build / 'bin'}",
          "--kubernetes-version", CLUSTER_VERSION,
          "--preload-images", str(preload),
-         "--sandbox-image", SANDBOX_1_20, "--format", formats, "--output", str(out)],
+         "--sandbox-image", SANDBOX_1_20, "--format", formats, "--output", str(out),
+         # booted by qemu's and Vagrant's NoCloud seeds only
+         "--datasources", "NoCloud"],
         capture_output=True, text=True, timeout=1800, check=False,
     )  # fmt: skip
     if proc.returncode != 0:

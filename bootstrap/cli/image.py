@@ -42,6 +42,11 @@ def _add_kube_args(p: argparse.ArgumentParser) -> None:
         "--containerd-config-version", help="2 (containerd 1.x) | 3 (2.x); default: what it reads"
     )
     p.add_argument(
+        "--datasources",
+        help="comma list of the cloud-init datasources the image boots on, e.g. NoCloud "
+        "(default: every target the roles support; None is always added last)",
+    )
+    p.add_argument(
         "--preload-images",
         metavar="DIR",
         help="image archives + SHA256SUMS to import into containerd's k8s.io namespace",
@@ -117,6 +122,9 @@ def options_from(args: argparse.Namespace, defn: d.Definition) -> d.Options:
         cache_dir=default_cache_dir(),
         work_parent=Path("/var/tmp"),
         preload_images=Path(args.preload_images).resolve() if args.preload_images else None,
+        datasources=d.parse_datasources(
+            args.datasources or dflt.get("datasources", list(DEFAULTS.datasources))
+        ),
         containerd=containerd.parse(
             defn.containerd,
             str(defn.path),

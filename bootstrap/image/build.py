@@ -21,6 +21,7 @@ from bootstrap.image.roles import ROLE_ORDER, apply_chroot, role_files
 from bootstrap.image.staged import Inspected, StagedBuild, inspect, prepare_output
 from bootstrap.manifest import (
     Artifact,
+    CloudInit,
     ImageManifest,
     KubernetesBinaries,
     OCIRuntime,
@@ -117,6 +118,7 @@ def role_data(opts: Options, runtime: Resolved | None = None) -> dict[str, str]:
         "oci_runtime": opts.oci_runtime,
         "sandbox_image": opts.sandbox_image,
         "containerd_config_version": str(config_version),
+        "datasources": ",".join(opts.datasources),
     }
     if runtime is not None and runtime.version:
         data["containerd_version"] = runtime.version
@@ -275,6 +277,7 @@ def make_manifest(
             kubectl=kube_versions.get("kubectl"),
             source=src,
         ),
+        cloudInit=CloudInit(datasources=list(opts.datasources)),
         packages=pkgs,
         images=inspected.images,
         artifacts=described,

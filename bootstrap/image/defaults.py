@@ -26,6 +26,9 @@ class ImageDefaults:
     sandbox_image: str = "registry.k8s.io/pause:3.10"
     formats: tuple[str, ...] = ("qcow2",)
     builder: str = "chroot"
+    # Every target the roles support, in the order cloud-init tries them; an image built for
+    # one target names only its own (``--datasources``), so first boot probes nothing else.
+    datasources: tuple[str, ...] = ("NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "Azure")
 
 
 DEFAULTS = ImageDefaults()

@@ -15,11 +15,18 @@ import yaml
 
 from bootstrap.errors import TerminalError, UsageError, bad_usage, invalid
 from bootstrap.image.containerd import Choice, parse
+from bootstrap.image.defaults import DEFAULTS
 
 FORMATS = ("qcow2", "raw", "box")
 OCI_RUNTIMES = ("runc", "crun")
 RUNTIMES = ("containerd",)
 BUILDERS = ("chroot", "packer-qemu")
+#: cloud-init's datasource names (its ``DataSource<Name>`` modules) an image may name.
+DATASOURCES = (
+    "NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "Azure", "Oracle", "AliYun",
+    "CloudStack", "CloudSigma", "DigitalOcean", "Exoscale", "Hetzner", "IBMCloud", "LXD",
+    "MAAS", "OpenNebula", "OVF", "Scaleway", "UpCloud", "Vultr", "VMware", "Akamai",
+)  # fmt: skip
 _VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 _SIZE_RE = re.compile(r"^(\d+)([MG])$")
 
@@ -73,6 +80,7 @@ class Options:
     # A directory of image archives + SHA256SUMS to import into containerd (air-gapped).
     preload_images: Path | None = None
     containerd: Choice = field(default_factory=Choice)
+    datasources: tuple[str, ...] = DEFAULTS.datasources
 
 
 def _need(raw: dict[str, Any], key: str, src: str) -> Any:
@@ -179,6 +187,24 @@ def parse_formats(value: str | list[str]) -> tuple[str, ...]:
             out.append(item)
     if not out:
         raise UsageError("--format needs at least one format")
+    return tuple(out)
+
+
+def parse_datasources(value: str | list[str]) -> tuple[str, ...]:
+    """The cloud-init datasources the image boots on, in order. cloud-init's ``None`` (boot
+    with no datasource at all) always comes last and is added by the role, so it is not
+    named here; one name means cloud-init's ds-identify probes nothing at first boot."""
+    items = value.split(",") if isinstance(value, str) else [str(i) for i in value]
+    out: list[str] = []
+    for item in (i.strip() for i in items if i.strip()):
+        if item == "None":
+            raise bad_usage("--datasources", item, "needs no None: it is always added last")
+        if item not in DATASOURCES:
+            raise bad_usage("--datasources", item, f"accepts {', '.join(DATASOURCES)}")
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise UsageError("--datasources needs at least one datasource")
     return tuple(out)
 
 

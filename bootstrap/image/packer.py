@@ -69,6 +69,8 @@ def role_args(opts: Options, runtime: Resolved) -> str:
         opts.oci_runtime,
         "--sandbox-image",
         opts.sandbox_image,
+        "--datasources",
+        ",".join(opts.datasources),
     ]
     if opts.preload_images:
         args += ["--preload-images", str(opts.preload_images)]

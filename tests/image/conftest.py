@@ -62,7 +62,7 @@ def packer_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = Path(tmp_path_factory.mktemp("packer", numbered=True))
     (base / "cwd").mkdir()
     proc = build(base / "out", kube_dir(base / "k8s"), "--builder", "packer-qemu",
-                 "--oci-runtime", "crun", "--format", "qcow2,raw",
+                 "--oci-runtime", "crun", "--format", "qcow2,raw", "--datasources", "NoCloud",
                  "--containerd-source", f"dir:{containerd_dir()}", cwd=base / "cwd")  # fmt: skip
     (base / "build-output.txt").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     return base / "out"

@@ -119,6 +119,18 @@ def test_formats_and_sources_parse(tmp_path: Path) -> None:
     assert d.parse_kubernetes_source("none").kind == "none"
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("NoCloud", ("NoCloud",)),
+        ("Ec2, GCE,Ec2", ("Ec2", "GCE")),  # order kept, repeats dropped
+        (["OpenStack", "ConfigDrive"], ("OpenStack", "ConfigDrive")),  # the definition's list
+    ],
+)
+def test_datasources_parse(value: str | list[str], expected: tuple[str, ...]) -> None:
+    assert d.parse_datasources(value) == expected
+
+
 def test_verify_dir_real_kubectl(tmp_path: Path) -> None:
     good = kube_dir(tmp_path / "good")
     assert set(verify_dir(good)) == {"kubectl"}

@@ -120,7 +120,8 @@ def options(source: str, path: str | None = None, mirror: str | None = None) -> 
 def test_role_args_carry_the_build_options() -> None:
     """What the shell-local provisioner hands apply-roles, as the shell will split it."""
     common = ["--kubernetes-version", "v1.31.4", "--oci-runtime", "crun",
-              "--sandbox-image", "registry.k8s.io/pause:3.10"]  # fmt: skip
+              "--sandbox-image", "registry.k8s.io/pause:3.10",
+              "--datasources", "NoCloud,ConfigDrive,OpenStack,Ec2,GCE,Azure"]  # fmt: skip
     suite = ["--containerd-source", "package", "--containerd-config-version", "2"]
     offline = role_args(options("dir", "/srv/k8s bins"), Resolved("1.6.20~ds1-1+deb12u3", 2))
     assert shlex.split(offline) == [*suite, "--kubernetes-source", "dir:/srv/k8s bins", *common,

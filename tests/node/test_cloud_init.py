@@ -1,10 +1,13 @@
-"""cloud-init finished, and no module failed (resizefs and locale failed on the first images)."""
+"""cloud-init finished on a datasource the image names, and no module failed (resizefs and
+locale failed on the first images)."""
 
 from __future__ import annotations
 
 import json
 import re
 from typing import Any
+
+import yaml
 
 # "Running module resizefs (<module 'cloudinit.config.cc_resizefs' ...>) failed"
 _FAILED_MODULE = re.compile(r"Running module (\S+) \(.*\) failed")
@@ -45,3 +48,14 @@ def test_cloud_init_no_module_failures(host: Any, bootstrap_failed: bool) -> Non
     )
     assert not failed, f"cloud-init modules failed: {', '.join(failed)}"
     assert not errors, f"cloud-init reported errors: {errors}"
+
+
+def test_cloud_init_booted_on_a_datasource_the_image_names(host: Any) -> None:
+    """The datasource cloud-init used is the first ds-identify chose at boot, and one the
+    image's datasource_list names (an image built for one target names only its own)."""
+    status = json.loads(host.file("/run/cloud-init/status.json").content_string)["v1"]
+    used = str(status["datasource"]).split()[0].removeprefix("DataSource")  # "NoCloud"
+    image = yaml.safe_load(host.file("/etc/cloud/cloud.cfg.d/90_dpkg.cfg").content_string)
+    chosen = yaml.safe_load(host.file("/run/cloud-init/cloud.cfg").content_string)
+    assert chosen["datasource_list"][0] == used, (chosen, status["datasource"])
+    assert used in image["datasource_list"], (used, image["datasource_list"])
