@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Boot benchmark: qemu start -> SSH -> cloud-init done -> bootstrap done, for one worker.
 
-    .venv/bin/python bench/boot.py --image OUT/image.qcow2 [--runs 3] [--accel auto]
+    .venv/bin/python bench/boot.py --image OUT/image.qcow2 [--runs 3] [--accel auto] [--breakdown]
 
 Boots the image with ``bootstrap.vm.up`` for a worker Machine of ``examples/`` whose kubeadm is
 the test stand-in told to succeed (kubeadm cannot exist on this network; the stand-in is
 delivered through the bundle's ``files``, as in the VM tests, and is never in the image). Times
 are taken on the host from the moment qemu is started: SSH is the first pinned-key login; the
 other two come from a shell watcher on the node that reports when /run/cloud-init/result.json
-appears and when the phase in /run/cluster-api/bootstrap-status.json becomes final. Target
-(issue 5): bootstrap done in 60 s or less under TCG on 2 cores.
+appears and when the phase in /run/cluster-api/bootstrap-status.json becomes final.
+``--breakdown`` then prints where each boot went, as the node measured it
+(bench/boottimes.py). Target (issue 5): bootstrap done in 60 s or less under TCG on 2 cores.
 """
 
 from __future__ import annotations

@@ -91,6 +91,20 @@ class ImageManifest(_Model):
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
 
+    def require_datasource(self, name: str, source: str) -> None:
+        """Refuse to boot an image whose cloud-init would never read ``name`` (the NoCloud
+        seed nodesmith's VMs and Vagrant boxes get): it would come up without its userdata
+        and be waited on until a timeout. A manifest recording no datasources says nothing."""
+        wanted = self.cloud_init.datasources if self.cloud_init else []
+        if wanted and name not in wanted:
+            raise TerminalError(
+                f"the image's cloud-init reads {', '.join(wanted)} only, but this boot gives "
+                f"it a {name} seed; build it with --datasources {name}",
+                obj=source,
+                field="cloudInit.datasources",
+                reason="ImageDatasourceMismatch",
+            )
+
 
 def load_manifest(path: str | Path) -> ImageManifest:
     """Read and validate a manifest; a bad file is a terminal error naming the field."""

@@ -122,8 +122,13 @@ def options_from(args: argparse.Namespace, defn: d.Definition) -> d.Options:
         cache_dir=default_cache_dir(),
         work_parent=Path("/var/tmp"),
         preload_images=Path(args.preload_images).resolve() if args.preload_images else None,
-        datasources=d.parse_datasources(
-            args.datasources or dflt.get("datasources", list(DEFAULTS.datasources))
+        datasources=(
+            d.parse_datasources(args.datasources)
+            if args.datasources
+            else d.parse_datasources(
+                dflt.get("datasources", list(DEFAULTS.datasources)),
+                f"{defn.path}: defaults.datasources",
+            )
         ),
         containerd=containerd.parse(
             defn.containerd,

@@ -46,6 +46,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
     workers = args.workers if args.workers is not None else _default_workers()
     image = load_manifest(args.image_manifest) if args.image_manifest else None
+    if image is not None:
+        image.require_datasource("NoCloud", args.image_manifest)
     version = args.kubernetes_version or (image and image.kubernetes.kubelet) or DEFAULT_VERSION
     spec = Spec(
         workers=workers,

@@ -83,9 +83,12 @@ def render_for(args: argparse.Namespace) -> tuple[str, str, bytes, dict[str, Any
     elif manifest_path is None and args.image:
         beside = Path(args.image).parent / "manifest.json"
         manifest_path = str(beside) if beside.is_file() else None
+    manifest = load_manifest(manifest_path) if manifest_path else None
+    if manifest is not None:
+        manifest.require_datasource("NoCloud", str(manifest_path))
     options = RenderOptions(
         unsafe_skip_ca_verification=args.unsafe_skip_ca_verification,
-        image_manifest=load_manifest(manifest_path) if manifest_path else None,
+        image_manifest=manifest,
     )
     result = render_one(objects, args.machine, options)
     for warning in result.warnings:
@@ -167,6 +170,8 @@ def _cluster(args: argparse.Namespace) -> int:
     image = Path(args.image)
     beside = image.parent / "manifest.json"
     manifest = load_manifest(beside) if beside.is_file() else None
+    if manifest is not None:
+        manifest.require_datasource("NoCloud", str(beside))
     management: dict[str, Any] | None = None
     if args.controller_image is not None and not args.via_controller:
         raise bad_usage("--controller-image", str(args.controller_image), "needs --via-controller")

@@ -25,7 +25,7 @@ BUILDERS = ("chroot", "packer-qemu")
 DATASOURCES = (
     "NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "Azure", "Oracle", "AliYun",
     "CloudStack", "CloudSigma", "DigitalOcean", "Exoscale", "Hetzner", "IBMCloud", "LXD",
-    "MAAS", "OpenNebula", "OVF", "Scaleway", "UpCloud", "Vultr", "VMware", "Akamai",
+    "MAAS", "OpenNebula", "OVF", "Scaleway", "UpCloud", "Vultr", "VMware",
 )  # fmt: skip
 _VERSION_RE = re.compile(r"^v\d+\.\d+\.\d+$")
 _SIZE_RE = re.compile(r"^(\d+)([MG])$")
@@ -190,21 +190,30 @@ def parse_formats(value: str | list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def parse_datasources(value: str | list[str]) -> tuple[str, ...]:
-    """The cloud-init datasources the image boots on, in order. cloud-init's ``None`` (boot
-    with no datasource at all) always comes last and is added by the role, so it is not
-    named here; one name means cloud-init's ds-identify probes nothing at first boot."""
-    items = value.split(",") if isinstance(value, str) else [str(i) for i in value]
+def parse_datasources(value: object, field_name: str = "--datasources") -> tuple[str, ...]:
+    """The cloud-init datasources the image boots on, in order: a comma list (the flag) or a
+    list of names (``defaults.datasources`` in the definition; ``field_name`` says which, for
+    the message). cloud-init's ``None`` (boot with no datasource at all) always comes last
+    and is added by the role, so it is not named here; one name means cloud-init's
+    ds-identify probes nothing at first boot."""
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, list) and all(isinstance(i, str) for i in value):
+        items = value
+    else:
+        raise bad_usage(field_name, value, "must be a list of cloud-init datasource names")
     out: list[str] = []
     for item in (i.strip() for i in items if i.strip()):
         if item == "None":
-            raise bad_usage("--datasources", item, "needs no None: it is always added last")
+            raise bad_usage(field_name, item, "needs no None: it is always added last")
         if item not in DATASOURCES:
-            raise bad_usage("--datasources", item, f"accepts {', '.join(DATASOURCES)}")
+            near = [n for n in DATASOURCES if n.lower() == item.lower()]
+            why = f"means {near[0]}" if near else f"accepts {', '.join(DATASOURCES)}"
+            raise bad_usage(field_name, item, why)
         if item not in out:
             out.append(item)
     if not out:
-        raise UsageError("--datasources needs at least one datasource")
+        raise bad_usage(field_name, value, "needs at least one datasource")
     return tuple(out)
 
 

@@ -184,9 +184,15 @@ def build_with_packer(
 
 
 def base_disk(defn: Definition, opts: Options, output: Path) -> Path:
-    """The chroot build with only the cloud-init role: what Packer's VM boots from."""
+    """The chroot build with only the cloud-init role: what Packer's VM boots from. It boots
+    on Packer's NoCloud seed whatever the image is for (apply-roles then writes the build's
+    own datasources, e.g. Ec2)."""
     base_opts = replace(
-        opts, formats=("qcow2",), output=output, kubernetes_source=KubernetesSource("none")
+        opts,
+        formats=("qcow2",),
+        output=output,
+        kubernetes_source=KubernetesSource("none"),
+        datasources=("NoCloud",),
     )
     return chroot_build(defn, base_opts, roles=("cloud_init",))
 

@@ -80,9 +80,10 @@ def test_version_mismatch_is_terminal(tmp_path: Path) -> None:
         (["--kubernetes-source", "ftp"], "--kubernetes-source must be"),
         (["--kubernetes-version", "1.31"], "--kubernetes-version must look like"),
         (["--oci-runtime", "youki"], "--oci-runtime accepts"),
-        (["--datasources", "NoCloud,nocloud"], "--datasources accepts NoCloud, "),
-        (["--datasources", "NoCloud,None"], "--datasources needs no None"),
-        (["--datasources", ","], "--datasources needs at least one"),
+        (["--datasources", "NoCloud,Ec3"], "--datasources accepts NoCloud, "),
+        (["--datasources", "NoCloud,nocloud"], "--datasources means NoCloud (got 'nocloud')"),
+        (["--datasources", "NoCloud,None"], "--datasources needs no None: it is always added"),
+        (["--datasources", ","], "--datasources needs at least one datasource (got ',')"),
     ],
 )
 def test_usage_errors(tmp_path: Path, args: list[str], needle: str) -> None:

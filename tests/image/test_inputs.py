@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from image_build import kube_dir
 
 from bootstrap.aptsources import sources_for
 from bootstrap.checksums import read_sums
+from bootstrap.cli.image import options_from, register
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.image import definition as d
 from bootstrap.image.kubernetes import verify_dir
@@ -129,6 +131,39 @@ def test_formats_and_sources_parse(tmp_path: Path) -> None:
 )
 def test_datasources_parse(value: str | list[str], expected: tuple[str, ...]) -> None:
     assert d.parse_datasources(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "message"),
+    [
+        ("[NoCloud, Ec3]", "defaults.datasources accepts NoCloud, "),
+        ("[nocloud]", "defaults.datasources means NoCloud (got 'nocloud')"),
+        ("[NoCloud, None]", "defaults.datasources needs no None"),
+        ("", "defaults.datasources must be a list of cloud-init datasource names (got None)"),
+        ("{NoCloud: 1}", "defaults.datasources must be a list"),
+        ("[]", "defaults.datasources needs at least one datasource (got [])"),
+    ],
+)
+def test_a_definitions_bad_datasources_name_the_field(
+    tmp_path: Path, yaml_value: str, message: str
+) -> None:
+    """The definition's ``defaults.datasources`` is checked as the flag is, and the message
+    names the file and the field (no flag given: the definition's value is the one used)."""
+    p = tmp_path / "x.yaml"
+    p.write_text(
+        "name: x\nos: debian\nsuite: bookworm\npackages: [ok]\n"
+        f"defaults:\n  datasources: {yaml_value}\n"
+    )
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["image", "build", str(p)])
+    with pytest.raises(UsageError) as exc:
+        options_from(args, d.load_definition(p))
+    assert f"{p}: {message}" in str(exc.value)
+    assert options_from(
+        parser.parse_args(["image", "build", str(p), "--datasources", "Ec2"]),
+        d.load_definition(p),
+    ).datasources == ("Ec2",)  # the flag wins over the definition
 
 
 def test_verify_dir_real_kubectl(tmp_path: Path) -> None:

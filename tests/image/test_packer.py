@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap.image import packer as packer_module
 from bootstrap.image.containerd import Choice, Resolved
-from bootstrap.image.definition import KubernetesSource, Options
+from bootstrap.image.definition import KubernetesSource, Options, load_definition
 from bootstrap.image.packer import PACKER, needs_guest_network, role_args
 from bootstrap.resources import data_dir
 
@@ -138,3 +139,23 @@ def test_role_args_carry_the_build_options() -> None:
         assert needs_guest_network(online)
     assert not needs_guest_network(options("none"))
     assert not needs_guest_network(options("dir", "/k"))
+
+
+@pytest.mark.parametrize("datasources", [("Ec2",), ("NoCloud",), ("GCE", "Azure")])
+def test_the_base_disk_boots_on_packers_nocloud_seed_whatever_the_image_is_for(
+    monkeypatch: pytest.MonkeyPatch, datasources: tuple[str, ...]
+) -> None:
+    """Packer's VM gets its builder user from a NoCloud seed: a base disk pinned to the
+    image's own datasources (Ec2, say) would never read it. The chroot build is replaced by
+    a recorder here (a fault-free stand-in: only the options it is handed are checked)."""
+    seen: list[Options] = []
+    monkeypatch.setattr(
+        packer_module, "chroot_build", lambda defn, opts, roles: seen.append(opts) or Path("b")
+    )
+    opts = replace(options("pkgs"), datasources=datasources)
+    packer_module.base_disk(load_definition(IMAGES / "debian-12.yaml"), opts, Path("o"))
+    assert [(o.datasources, o.formats, o.kubernetes_source.kind) for o in seen] == [
+        (("NoCloud",), ("qcow2",), "none")
+    ]
+    assert role_args(opts, Resolved("1.6.20", 2)).split()[-2:] == [
+        "--datasources", ",".join(datasources)]  # fmt: skip

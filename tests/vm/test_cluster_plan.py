@@ -1,8 +1,9 @@
 """``nodesmith vm cluster``'s plan: which VM each Machine becomes, before anything boots.
 
-The booted cluster itself is proven by the Vagrant test (the suite's one real cluster) and
-run by ``scripts/main``; these are the decisions ``bootstrap.vm.cluster.plan`` makes from
-the bundle, on the real renderer and the real ``examples/``.
+The booted cluster itself is proven by the controller-driven cluster tests
+(``test_controller_cluster.py``) and run by ``scripts/main``; these are the decisions
+``bootstrap.vm.cluster.plan`` makes from the bundle, on the real renderer and the real
+``examples/``.
 """
 
 from __future__ import annotations

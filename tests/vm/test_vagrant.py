@@ -670,6 +670,34 @@ def test_init_bad_input(tmp_path: Path, args: list[str], code: int, needle: str)
     assert not any(tmp_path.iterdir()), "a failed init must leave nothing behind"
 
 
+@pytest.mark.parametrize(
+    ("datasources", "code"),
+    [(["Ec2"], 65), (["GCE", "Azure"], 65), (["Ec2", "NoCloud"], 0), (None, 0)],
+)
+def test_init_refuses_a_box_whose_cloud_init_ignores_nocloud(
+    tmp_path: Path, datasources: list[str] | None, code: int
+) -> None:
+    """A box built for other datasources would boot without its seed's userdata and be waited
+    on until a timeout: init refuses it at once, naming the manifest's field (a manifest
+    recording none, as older ones, says nothing and is accepted)."""
+    manifest = tmp_path / "image" / "manifest.json"
+    manifest.parent.mkdir()
+    doc: dict[str, Any] = {
+        "runtime": {"name": "containerd", "version": "1.6.20~ds1-1+deb12u3"},
+        "kubernetes": {"kubelet": "v1.20.2", "kubeadm": "v1.20.2", "source": "dir"},
+    }
+    if datasources is not None:
+        doc["cloudInit"] = {"datasources": datasources}
+    manifest.write_text(json.dumps(doc))
+    (tmp_path / "run").mkdir()
+    proc = _init(tmp_path / "run", "--dir", "lc", "--image-manifest", str(manifest))
+    assert proc.returncode == code, proc.stderr
+    if code:
+        assert "cloudInit.datasources" in proc.stderr and "--datasources NoCloud" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not any((tmp_path / "run").iterdir()), "a refused init must leave nothing"
+
+
 def test_init_refuses_existing_dir(tmp_path: Path) -> None:
     assert _init(tmp_path, "--dir", "lc").returncode == 0
     before = (tmp_path / "lc" / "bundle.yaml").read_bytes()

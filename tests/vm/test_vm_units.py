@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -219,3 +220,34 @@ def test_qemu_command_uefi_uses_a_private_vars_copy(tmp_path: Path) -> None:
     )
     assert "if=pflash,format=raw,unit=0,readonly=on" in cmd
     assert f"file={tmp_path / 'OVMF_VARS.fd'}" in cmd and (tmp_path / "OVMF_VARS.fd").is_file()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["vm", "up", "{image}", "-f", "examples/", "--machine", "default/demo-md-0"],
+        ["vm", "cluster", "{image}", "-f", "examples/"],
+    ],
+    ids=["up", "cluster"],
+)
+def test_an_image_whose_cloud_init_ignores_nocloud_is_refused_before_booting(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """nodesmith's VMs carry a NoCloud seed: an image built for Ec2 alone would boot without
+    its userdata and be waited on until the SSH timeout, so its manifest stops it at once."""
+    image = tmp_path / "image" / "image.qcow2"
+    image.parent.mkdir()
+    image.write_bytes(b"")
+    (image.parent / "manifest.json").write_text(
+        json.dumps({"runtime": {"name": "containerd"}, "cloudInit": {"datasources": ["Ec2"]}})
+    )
+    state = tmp_path / "state"
+    env = {"NODESMITH_STATE_DIR": str(state), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [NODESMITH, *(a.format(image=image) for a in argv)],
+        capture_output=True, text=True, cwd=REPO, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 65, proc.stderr
+    assert "cloudInit.datasources" in proc.stderr and "reads Ec2 only" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not state.exists() or not list(state.iterdir())
