@@ -16,7 +16,7 @@ It runs by default, under TCG too (``NODESMITH_TEST_REAL_CLUSTER=0`` leaves it o
 under TCG, the same control plane came up in two runs and in the next its API server and
 controller-manager restarted each other past their deadlines. On this machine it passed every
 run recorded in bench/RESULTS.md (2026-12-05, and five clean-clone runs in a row on
-2026-12-07), about 13 minutes each.
+2026-12-07, the last inside the whole suite), 12-14 minutes alone.
 
 The tests run in order on one cluster: up, Nodes Ready, labels and taints, preloaded images,
 a Pod on the worker and its logs, verify each node, roles and identities, bootstrap status,
@@ -195,8 +195,9 @@ def _pinned_keys(cluster_dir: Path) -> dict[str, str]:
 
 
 def _require_the_real_cluster_wanted() -> None:
-    """The real cluster is the suite's longest test (about 14 minutes under TCG on two cores);
-    ``NODESMITH_TEST_REAL_CLUSTER=0`` leaves it out, e.g. for a quick local run."""
+    """The real cluster is one of the suite's longest tests (9 minutes of it under TCG on two
+    cores, 13 alone with its image build); ``NODESMITH_TEST_REAL_CLUSTER=0`` leaves it out,
+    e.g. for a quick local run."""
     if os.environ.get(REAL_CLUSTER) == "0":
         pytest.skip(f"{REAL_CLUSTER}=0 leaves the real cluster out")
 
