@@ -16,6 +16,8 @@ from pathlib import Path
 import pycdlib
 
 VOLUME_ID = "CIDATA"
+#: The cloud-init datasource that reads this seed: an image must list it to boot from one.
+DATASOURCE = "NoCloud"
 
 
 def build_seed_iso(

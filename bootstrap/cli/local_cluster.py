@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bootstrap import seed
 from bootstrap.errors import EXIT_OK, UsageError
 from bootstrap.vm.accel import ACCELS
 from bootstrap.vm.local_cluster import (
@@ -47,7 +48,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else _default_workers()
     image = load_manifest(args.image_manifest) if args.image_manifest else None
     if image is not None:
-        image.require_datasource("NoCloud", args.image_manifest)
+        image.require_datasource(seed.DATASOURCE, args.image_manifest)
     version = args.kubernetes_version or (image and image.kubernetes.kubelet) or DEFAULT_VERSION
     spec = Spec(
         workers=workers,

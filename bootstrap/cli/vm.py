@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bootstrap import seed
 from bootstrap.errors import UsageError, bad_usage
 from bootstrap.fsutil import atomic_write
 from bootstrap.vm import qemu as vm
@@ -85,7 +86,7 @@ def render_for(args: argparse.Namespace) -> tuple[str, str, bytes, dict[str, Any
         manifest_path = str(beside) if beside.is_file() else None
     manifest = load_manifest(manifest_path) if manifest_path else None
     if manifest is not None:
-        manifest.require_datasource("NoCloud", str(manifest_path))
+        manifest.require_datasource(seed.DATASOURCE, str(manifest_path))
     options = RenderOptions(
         unsafe_skip_ca_verification=args.unsafe_skip_ca_verification,
         image_manifest=manifest,
@@ -171,7 +172,7 @@ def _cluster(args: argparse.Namespace) -> int:
     beside = image.parent / "manifest.json"
     manifest = load_manifest(beside) if beside.is_file() else None
     if manifest is not None:
-        manifest.require_datasource("NoCloud", str(beside))
+        manifest.require_datasource(seed.DATASOURCE, str(beside))
     management: dict[str, Any] | None = None
     if args.controller_image is not None and not args.via_controller:
         raise bad_usage("--controller-image", str(args.controller_image), "needs --via-controller")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packerpy import PackerExecutable
 
-from bootstrap import aptsources, sshkeys
+from bootstrap import aptsources, seed, sshkeys
 from bootstrap.errors import TerminalError, UsageError
 from bootstrap.hostutil import free_port
 from bootstrap.image import artifacts, diskfs
@@ -192,7 +192,7 @@ def base_disk(defn: Definition, opts: Options, output: Path) -> Path:
         formats=("qcow2",),
         output=output,
         kubernetes_source=KubernetesSource("none"),
-        datasources=("NoCloud",),
+        datasources=(seed.DATASOURCE,),
     )
     return chroot_build(defn, base_opts, roles=("cloud_init",))
 
